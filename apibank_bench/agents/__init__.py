@@ -1,0 +1,28 @@
+"""Solvers: the gold self-check, the single agent, the multi-agent topologies, the Agents SDK runner."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..config import RunConfig
+from ..tasks import Task
+from .solution import Solution
+
+Solver = Callable[[Task], Solution]
+
+
+def gold_solver(task: Task) -> Solution:
+    """Answers with the task's own gold call: checks the harness, not a model."""
+    return Solution(answer=task.gold_call, trace={"solver": "gold (harness self-check)"})
+
+
+def build_solver(config: RunConfig, model=None) -> Solver:
+    """The solver for a run. `model` is the shared ChatClient (None for the gold self-check)."""
+    if config.is_gold:
+        return gold_solver
+    from .topologies import build_topology
+
+    return build_topology(config, model)
+
+
+__all__ = ["Solution", "Solver", "build_solver", "gold_solver"]

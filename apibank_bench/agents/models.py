@@ -1,0 +1,68 @@
+"""Which model a run talks to: a remote OpenAI-compatible endpoint, or the embedded one."""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+from ..config import RunConfig
+from ..llm import ChatClient, ModelConfig
+
+#: The embedded default: Gemma 3 270M served by llama.cpp (a smoke model, not a contender).
+LOCAL_MODEL = "gemma-3-270m-it-q4_k_m"
+
+
+def _remote_urls(cfg: RunConfig) -> list[str]:
+    env = os.environ.get("APIBANK_BASE_URLS") or os.environ.get("OPENAI_BASE_URL") or ""
+    return list(cfg.base_url) or [url for url in env.split(",") if url.strip()]
+
+
+def needs_local_server(cfg: RunConfig) -> bool:
+    return not cfg.is_gold and not _remote_urls(cfg)
+
+
+def model_config(cfg: RunConfig, local_url: str | None = None) -> ModelConfig:
+    """The model settings for a run: env and defaults, then the run's own options.
+
+    Grammar-constrained decoding defaults on for the embedded model and off for
+    remote endpoints (a hosted API may reject the extra field).
+    """
+    local = local_url is not None
+    overrides = {
+        "base_urls": [local_url] if local else (list(cfg.base_url) or None),
+        "model": cfg.model or (LOCAL_MODEL if local else None),
+        "seed": cfg.seed,
+        "no_cache": not cfg.cache,
+    }
+    model = ModelConfig.from_env(**overrides)
+    if cfg.constrained is not None:
+        model.constrained = cfg.constrained
+    elif model.constrained is None:
+        model.constrained = local
+    if not model.model:
+        raise ValueError("no model name: pass --apibank-model NAME (or set APIBANK_MODEL) for a remote endpoint")
+    return model
+
+
+def model_client(cfg: RunConfig, local_url: Callable[[], str]) -> ChatClient | None:
+    """The run's shared client, None for the gold self-check; starts the embedded model if needed."""
+    if cfg.is_gold:
+        return None
+    return ChatClient(model_config(cfg, local_url() if needs_local_server(cfg) else None))
+
+
+def describe_model(cfg: RunConfig) -> dict:
+    """The model part of a run's summary (no API key)."""
+    if cfg.is_gold:
+        return {"model": "gold", "note": "harness self-check: the gold call is replayed, no model runs"}
+    try:
+        model = model_config(cfg, "embedded" if needs_local_server(cfg) else None)
+    except ValueError as exc:
+        return {"error": str(exc)}
+    return {
+        "model": model.model,
+        "base_urls": ["embedded llama.cpp server"] if needs_local_server(cfg) else model.base_urls,
+        "temperature": model.temperature, "top_p": model.top_p, "max_tokens": model.max_tokens,
+        "seed": model.seed, "constrained": model.constrained, "cache": model.cache_dir is not None,
+        "extra_body": model.extra_body,
+    }

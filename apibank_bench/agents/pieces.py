@@ -1,0 +1,167 @@
+"""The pieces every topology is built from: one agent turn, voting, and inter-agent messages."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..llm import ChatClient, ModelError, call_extra_body
+from ..parsing import ParseError, parse_call, select_call
+from ..tasks import Task, render_call
+from .prompts import role_prompt, task_prompt, visible_schemas
+from .solution import Solution
+
+
+@dataclass
+class AgentTurn:
+    """One model call of one agent: what it saw, what it said, what it cost."""
+
+    role: str
+    messages: list[dict[str, str]]
+    round: int = 0  #: debate round (0 elsewhere)
+    index: int = 0  #: the agent's place in its team; orders turns and breaks ties
+    answer: str = ""
+    call: str | None = None  #: the parsed call in canonical text form, None if it did not parse
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cached: bool = False
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Agents:
+    """What the agents of one run share: the model, the prompts, the decoding settings."""
+
+    def __init__(self, model: ChatClient, topology: str, prompts_dir: str | None = None,
+                 message_format: str = "freeform") -> None:
+        self.model = model
+        self.topology = topology
+        self.prompts_dir = prompts_dir
+        self.message_format = message_format
+
+    def ask(self, task: Task, role: str, context: str = "", *, index: int = 0, round: int = 0,
+            show_task: bool = True, emits_call: bool = True) -> AgentTurn:
+        """One agent's answer; a model error is recorded on the turn, never raised.
+
+        `show_task=False` shows only `context` (a manager's delegation).
+        `emits_call=False` marks a free-text turn (a delegation), never grammar-constrained.
+        Each agent samples with its own seed (seed + index + round * 100), so a team
+        is not N copies of one cached answer.
+        """
+        user = task_prompt(task, context) if show_task else f"YOUR ASSIGNMENT:\n{context.strip()}"
+        messages = [
+            {"role": "system", "content": role_prompt(self.topology, role, self.prompts_dir)},
+            {"role": "user", "content": user},
+        ]
+        config = self.model.config
+        constrain = emits_call and config.use_grammar
+        extra = call_extra_body(visible_schemas(task), config.server_kind) if constrain else None
+        turn = AgentTurn(role=role, messages=messages, round=round, index=index)
+        try:
+            completion = self.model.complete(messages, extra_body=extra, seed=config.seed + index + 100 * round)
+        except ModelError as exc:
+            completion = exc.completion
+            turn.error = str(exc)
+        turn.answer = completion.text or ""
+        turn.prompt_tokens, turn.completion_tokens = completion.prompt_tokens, completion.completion_tokens
+        turn.latency_s, turn.cached = completion.latency_s, completion.cached
+        turn.call = canonical_call(turn.answer)
+        return turn
+
+
+def canonical_call(answer: str) -> str | None:
+    """A call's canonical text (name, then arguments sorted by key), or None if it does not parse."""
+    try:
+        call = parse_call(answer)
+    except ParseError:
+        return None
+    arguments = {key: _normal(value) for key, value in sorted(call.arguments.items())}
+    return render_call(call.name, arguments)
+
+
+def _normal(value: Any) -> Any:
+    """Values compared loosely for voting: strings stripped, containers element-wise."""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, (list, tuple)):
+        return [_normal(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _normal(item) for key, item in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    return value
+
+
+def vote(turns: list[AgentTurn]) -> tuple[int | None, dict[str, int]]:
+    """The winning turn's index and the tally.
+
+    Calls are compared in canonical form; the most common wins and ties go to
+    the earliest agent. Answers that do not parse vote only if none parses
+    (then the raw answers are compared, whitespace- and case-folded).
+    """
+    keys = [turn.call for turn in turns]
+    if not any(keys):
+        keys = [" ".join(turn.answer.lower().split()) or None for turn in turns]
+    tally: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for index, key in enumerate(keys):
+        if key is None:
+            continue
+        tally[key] = tally.get(key, 0) + 1
+        first.setdefault(key, index)
+    if not tally:
+        return None, {}
+    winner = max(tally, key=lambda key: (tally[key], -first[key]))
+    return first[winner], tally
+
+
+def final_answer(turn: AgentTurn | None) -> str | None:
+    """The call text a turn submits: its chosen bracketed call, else its raw answer."""
+    if turn is None:
+        return None
+    return select_call(turn.answer) if turn.answer else turn.answer
+
+
+# -- inter-agent messages --------------------------------------------------------------
+
+_SECTION = re.compile(r"\[[A-Za-z_]\w*\(.*\)\]", re.DOTALL)
+
+
+def report(turn: AgentTurn, message_format: str, limit: int = 1200) -> str:
+    """What one agent passes to another, in the run's message format.
+
+    `freeform`: the answer as written; `semi_structured`: labelled sections;
+    `structured_soft`: a JSON-like report with a free-text field. The format
+    changes only what agents tell each other, never the final output contract.
+    """
+    text = turn.answer.strip()[-limit:]
+    if message_format == "freeform":
+        return f"{turn.role}: {text}"
+    proposed = turn.call or "none (no parseable call)"
+    reasoning = _SECTION.sub("", text).strip() or "-"
+    if message_format == "semi_structured":
+        return f"ROLE: {turn.role}\nPROPOSED CALL: {proposed}\nNOTES: {reasoning}"
+    return json.dumps({"role": turn.role, "proposed_call": proposed, "parsed": turn.call is not None,
+                       "notes": reasoning}, ensure_ascii=False)
+
+
+def reports(turns: list[AgentTurn], message_format: str) -> str:
+    return "\n\n".join(report(turn, message_format) for turn in turns)
+
+
+def solution_from(turns: list[AgentTurn], chosen: AgentTurn | None, trace: dict[str, Any]) -> Solution:
+    """Sum a team's turns into the Solution the scorer reads."""
+    errors = [turn.error for turn in turns if turn.error]
+    answer = final_answer(chosen)
+    return Solution(
+        answer=answer,
+        trace={**trace, "agents": [turn.to_dict() for turn in turns]},
+        prompt_tokens=sum(turn.prompt_tokens for turn in turns),
+        completion_tokens=sum(turn.completion_tokens for turn in turns),
+        latency_s=sum(turn.latency_s for turn in turns),
+        model_calls=len(turns),
+        error=(errors[-1] if errors and not answer else None),
+    )

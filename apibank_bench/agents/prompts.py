@@ -1,0 +1,115 @@
+"""What an agent is shown: role prompts (text files), the task prompt, and the visible API schemas.
+
+Role prompts are data: `apibank_bench/prompts/<topology>/<role>.txt`, each with
+`prompts/output_contract.txt` appended. A run may override any of them from a
+folder of the same layout (`--apibank-prompts-dir`), which is how a prompt
+optimizer rewrites them.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .. import specs
+from ..tasks import Task
+
+#: APIs never shown at Level 1 (the reference skips them; Level 1 tasks needing them are not curated).
+_HIDDEN_AT_LEVEL1 = {"SearchEngine", "Translate", "ToolSearcher"}
+_HIDDEN = {"SearchEngine", "Translate"}
+
+
+@cache
+def _packaged(relative: str) -> str:
+    return resources.files("apibank_bench").joinpath("prompts", relative).read_text("utf-8").strip()
+
+
+def role_prompt(topology: str, role: str, prompts_dir: str | None = None) -> str:
+    """The system prompt of one role: its text file plus the output contract."""
+    relative = f"{topology}/{role}.txt"
+    override = Path(prompts_dir) / relative if prompts_dir else None
+    if override is not None and override.is_file():
+        text = override.read_text(encoding="utf-8").strip()
+    else:
+        text = _packaged(relative)
+    return text + "\n\n" + _packaged("output_contract.txt")
+
+
+def visible_api_names(task: Task) -> list[str]:
+    """Level 1 shows the dialogue's APIs; Levels 2 and 3 show only ToolSearcher."""
+    if task.level == "1":
+        return [name for name in task.api_names if name not in _HIDDEN_AT_LEVEL1]
+    return ["ToolSearcher"]
+
+
+def api_description(task: Task, name: str) -> str:
+    """An API's description in upstream's JSON form (ToolManager.get_api_description)."""
+    return json.dumps(specs.description_payload(specs.api_set_for_level(task.level), name))
+
+
+def _without_search_text(output: Any) -> Any:
+    """ToolSearcher results as shown to agents: without the `desc_for_search` field."""
+    if isinstance(output, list):
+        return [_without_search_text(item) for item in output]
+    if isinstance(output, dict):
+        return {key: value for key, value in output.items() if key != "desc_for_search"}
+    return output
+
+
+def format_history(task: Task) -> str:
+    lines = []
+    for row in task.history:
+        if row["role"] == "User":
+            lines.append(f"USER: {row.get('text', '')}")
+        elif row["role"] == "AI":
+            lines.append(f"ASSISTANT: {row.get('text', '')}")
+        else:
+            result = row.get("result") or {}
+            output = result.get("output")
+            if row.get("api_name") == "ToolSearcher":
+                output = _without_search_text(output)
+            compact = {"api_name": row.get("api_name"), "input": result.get("input"), "output": output,
+                       "exception": result.get("exception")}
+            lines.append("API_RESULT: " + json.dumps(compact, ensure_ascii=False, default=str))
+    return "\n".join(lines)
+
+
+_LEVEL_GUIDANCE = {
+    "1": "",
+    "2": ("The APIs you may call are found with ToolSearcher. If the history shows no ToolSearcher result for "
+          "the API the user needs, call ToolSearcher with short keywords; otherwise call an API it returned."),
+    "3": ("The user's requirement may take several API calls; predict only the next one. Find APIs with "
+          "ToolSearcher when the history has not found the one needed yet; otherwise call an API it returned."),
+}
+
+
+def task_prompt(task: Task, context: str = "") -> str:
+    """The user message: descriptions, guidance, the dialogue so far, and any teammates' context."""
+    parts = [
+        "Predict the next API call of this dialogue.",
+        "AVAILABLE APIS:\n" + "\n".join(api_description(task, name) for name in visible_api_names(task)),
+    ]
+    if _LEVEL_GUIDANCE[task.level]:
+        parts.append(_LEVEL_GUIDANCE[task.level])
+    parts.append("DIALOGUE SO FAR:\n" + format_history(task))
+    if context:
+        parts.append("FROM YOUR TEAM:\n" + context.strip())
+    parts.append("Answer with exactly one call: [ApiName(key='value', other=123)]")
+    return "\n\n".join(parts)
+
+
+def visible_schemas(task: Task) -> list[dict[str, Any]]:
+    """The schemas an answer may use: the shown APIs plus every API a ToolSearcher result revealed."""
+    api_set = specs.api_set_for_level(task.level)
+    found: dict[str, dict[str, Any]] = {name: specs.spec(api_set, name) for name in visible_api_names(task)}
+    for row in task.history:
+        if row["role"] == "API" and row.get("api_name") == "ToolSearcher":
+            output = (row.get("result") or {}).get("output")
+            for item in output if isinstance(output, list) else [output]:
+                if isinstance(item, dict) and item.get("name") and item["name"] not in found:
+                    found[item["name"]] = {"name": item["name"],
+                                           "input_parameters": item.get("input_parameters") or {}}
+    return list(found.values())

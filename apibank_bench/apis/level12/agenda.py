@@ -1,0 +1,137 @@
+"""Agenda items (database "Agenda"): content, time and location per user."""
+
+from __future__ import annotations
+
+import datetime
+
+from ..base import LEVEL12, Api, same_result, words_overlap
+
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+def _check_time(time) -> None:
+    """Raise strptime's own ValueError/TypeError when `time` is not in TIME_FORMAT."""
+    datetime.datetime.strptime(time, TIME_FORMAT)
+
+
+def _find(database, username, content, time):
+    """Key of the user's first item with this content or this time, else None."""
+    for key, item in database.items():
+        if item["username"] == username and (item["content"] == content or item["time"] == time):
+            return key
+    return None
+
+
+def _same_agenda(response, groundtruth) -> bool:
+    """Content by word overlap (case-sensitive), then time, location, output, exception."""
+    return (
+        words_overlap(response["input"]["content"], groundtruth["input"]["content"])
+        and response["input"]["time"] == groundtruth["input"]["time"]
+        and response["input"]["location"] == groundtruth["input"]["location"]
+        and response["output"] == groundtruth["output"]
+        and response["exception"] == groundtruth["exception"]
+    )
+
+
+def _inputs(token, content, time, location) -> dict:
+    return {"token": token, "content": content, "time": time, "location": location}
+
+
+# Each class defines its own `call`: a missing-argument TypeError names it.
+@LEVEL12.register
+class AddAgenda(Api):
+    def call(self, token, content, time, location):
+        inputs = _inputs(token, content, time, location)
+        return self.respond(inputs, lambda: self.run(token, content, time, location))
+
+    def run(self, token, content, time, location):
+        _check_time(time)
+        if content.strip() == "":
+            raise Exception("Content should not be null")
+        # Quirk: the new key is the int len+1 (the initial keys are strings), so an
+        # add after a delete can overwrite an earlier added item.
+        key = len(self.database) + 1
+        username = self.token_checker.check_token(token)
+        self.database[key] = {"username": username, "content": content, "time": time, "location": location}
+        return "success"
+
+    def check_api_call_correctness(self, response, groundtruth):
+        assert response["api_name"] == groundtruth["api_name"], "The API name is not correct."
+        return _same_agenda(response, groundtruth)
+
+
+@LEVEL12.register
+class DeleteAgenda(Api):
+    def call(self, token, content, time, location):
+        inputs = _inputs(token, content, time, location)
+        return self.respond(inputs, lambda: self.run(token, content, time, location))
+
+    def run(self, token, content, time, location):
+        if time:  # quirk: an empty time skips the format check
+            _check_time(time)
+        username = self.token_checker.check_token(token)
+        key = _find(self.database, username, content, time)
+        if key is not None:
+            del self.database[key]
+            return "success"
+        # Quirk: the messages say "meeting"; with empty content and time, nothing
+        # deleted still reports success.
+        if content:
+            raise Exception(f"You have no meeting about {content}")
+        if time:
+            raise Exception(f"You have no meeting at time : {time}")
+        return "success"
+
+    def check_api_call_correctness(self, response, groundtruth):
+        if groundtruth["output"] == "success" and response["output"] == "success":
+            # Quirk: two successes only need the same time.
+            return response["input"]["time"] == groundtruth["input"]["time"]
+        return same_result(response, groundtruth)  # quirk: inputs ignored
+
+
+@LEVEL12.register
+class ModifyAgenda(Api):
+    def call(self, token, content, time, location):
+        inputs = _inputs(token, content, time, location)
+        return self.respond(inputs, lambda: self.run(token, content, time, location))
+
+    def run(self, token, content, time, location):
+        if time:  # quirk: an empty time skips the format check
+            _check_time(time)
+        username = self.token_checker.check_token(token)
+        key = _find(self.database, username, content, time)
+        if key is not None:
+            self.database[key] = {"username": username, "content": content, "time": time, "location": location}
+            return "success"
+        if content:
+            raise Exception(f"You have no agenda about {content}")
+        if time:
+            raise Exception(f"You have no agenda at time : {time}")
+        # Quirk: returned, not raised: the output is an Exception object.
+        return Exception("Error")
+
+    def check_api_call_correctness(self, response, groundtruth):
+        return _same_agenda(response, groundtruth)
+
+
+@LEVEL12.register
+class QueryAgenda(Api):
+    def call(self, token, content, time, location):
+        inputs = _inputs(token, content, time, location)
+        return self.respond(inputs, lambda: self.run(token, content, time, location))
+
+    def run(self, token, content, time, location):
+        if time:  # quirk: an empty time skips the format check
+            _check_time(time)
+        username = self.token_checker.check_token(token)
+        key = _find(self.database, username, content, time)
+        if key is not None:
+            return self.database[key]  # the stored item itself, as upstream returns it
+        if content:
+            raise Exception(f"You have no agenda about {content}")
+        if time:
+            raise Exception(f"You have no agenda at time : {time}")
+        raise Exception("Error")
+
+    def check_api_call_correctness(self, response, groundtruth):
+        return _same_agenda(response, groundtruth)

@@ -1,0 +1,97 @@
+"""Alarm clocks (database "Alarm"): one time per item, per user."""
+
+from __future__ import annotations
+
+import datetime
+
+from ..base import LEVEL12, Api, same_call
+
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+def _check_time(time) -> None:
+    """Raise strptime's own ValueError/TypeError when `time` is not in TIME_FORMAT."""
+    datetime.datetime.strptime(time, TIME_FORMAT)
+
+
+def _find(database, username, time):
+    """Key of the user's first alarm at this time, else None."""
+    for key, item in database.items():
+        if item["username"] == username and item["time"] == time:
+            return key
+    return None
+
+
+# Each class defines its own `call`: a missing-argument TypeError names it.
+@LEVEL12.register
+class AddAlarm(Api):
+    def call(self, token, time):
+        return self.respond({"token": token, "time": time}, lambda: self.run(token, time))
+
+    def run(self, token, time):
+        _check_time(time)
+        # Quirk: the new key is the int len+1 (the initial keys are strings), so an
+        # add after a delete can overwrite an earlier added alarm.
+        key = len(self.database) + 1
+        username = self.token_checker.check_token(token)
+        self.database[key] = {"username": username, "time": time}
+        return "success"
+
+    def check_api_call_correctness(self, response, groundtruth):
+        return same_call(response, groundtruth)
+
+
+@LEVEL12.register
+class DeleteAlarm(Api):
+    def call(self, token, time):
+        return self.respond({"token": token, "time": time}, lambda: self.run(token, time))
+
+    def run(self, token, time):
+        _check_time(time)
+        username = self.token_checker.check_token(token)
+        key = _find(self.database, username, time)
+        if key is None:
+            # (upstream guards this with `if time`, always true once the format check passed)
+            raise Exception(f"You have no alarm clock at time : {time}")
+        del self.database[key]
+        return "success"
+
+    def check_api_call_correctness(self, response, groundtruth):
+        return same_call(response, groundtruth)
+
+
+@LEVEL12.register
+class ModifyAlarm(Api):
+    def call(self, token, from_time, to_time):
+        inputs = {"token": token, "from_time": from_time, "to_time": to_time}
+        return self.respond(inputs, lambda: self.run(token, from_time, to_time))
+
+    def run(self, token, from_time, to_time):
+        _check_time(from_time)
+        _check_time(to_time)
+        username = self.token_checker.check_token(token)
+        key = _find(self.database, username, from_time)
+        if key is None:
+            raise Exception(f"You have no agenda at time : {from_time}")  # quirk: says "agenda"
+        self.database[key] = {"username": username, "time": to_time}
+        return "success"
+
+    def check_api_call_correctness(self, response, groundtruth):
+        return same_call(response, groundtruth)
+
+
+@LEVEL12.register
+class QueryAlarm(Api):
+    def call(self, token, time):
+        return self.respond({"token": token, "time": time}, lambda: self.run(token, time))
+
+    def run(self, token, time):
+        _check_time(time)
+        username = self.token_checker.check_token(token)
+        key = _find(self.database, username, time)
+        if key is None:
+            raise Exception(f"You have no alarm clock at time : {time}")
+        return self.database[key]  # the stored item itself, as upstream returns it
+
+    def check_api_call_correctness(self, response, groundtruth):
+        return same_call(response, groundtruth)

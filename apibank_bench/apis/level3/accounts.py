@@ -1,0 +1,60 @@
+"""Level 3: user accounts (AccountInfo, PersonalInfoUpdate)."""
+
+from __future__ import annotations
+
+from ..base import LEVEL3
+from ._common import InlineApi, assert_same_api, exact_check, fields_equal
+
+
+def _accounts() -> list:
+    """A fresh account table: ((username, password), contact details)."""
+    return [
+        (("John", "123456"), {"email": "john@example.com", "phone": "1234567890"}),
+        (("Mary", "abcdef"), {"email": "mary@example.com", "phone": "0987654321"}),
+        (("Peter", "qwerty"), {"email": "peter@example.com", "phone": "1231231234"}),
+        (("Tom", "asdfgh"), {"email": "tom@example.com", "phone": "4564564567"}),
+        (("Jerry", "zxcvbn"), {"email": "jerry@example.com", "phone": "7897897890"}),
+    ]
+
+
+def _account(accounts: list, username, password) -> dict:
+    for (user, pwd), details in accounts:
+        if user == username and pwd == password:
+            return details
+    raise Exception("User not found.")
+
+
+@LEVEL3.register
+class AccountInfo(InlineApi):
+    def __init__(self) -> None:
+        super().__init__()
+        self.database = _accounts()
+
+    def call(self, username: str, password: str) -> dict:
+        inputs = {"username": username, "password": password}
+        # The output is the stored details dict itself (not a copy), as upstream.
+        return self.respond(inputs, lambda: _account(self.database, username, password))
+
+    def check_api_call_correctness(self, response, groundtruth) -> bool:
+        return exact_check(response, groundtruth)
+
+
+@LEVEL3.register
+class PersonalInfoUpdate(InlineApi):
+    def __init__(self) -> None:
+        super().__init__()
+        self.database = _accounts()
+
+    def call(self, username: str, password: str, address: dict) -> dict:
+        inputs = {"username": username, "password": password, "address": address}
+
+        def update() -> dict:
+            _account(self.database, username, password)["address"] = address
+            return {"status": "success"}
+
+        return self.respond(inputs, update)
+
+    def check_api_call_correctness(self, response, groundtruth) -> bool:
+        # Quirk: the exception field is not compared.
+        assert_same_api(response, groundtruth)
+        return fields_equal(response, groundtruth, "input", "output")

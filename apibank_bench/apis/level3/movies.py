@@ -1,0 +1,82 @@
+"""Level 3: movies (UserWatchedMovies, UserMoviePreferences, MovieRecommendations)."""
+
+from __future__ import annotations
+
+from ..base import LEVEL3
+from ._common import InlineApi, exact_check
+
+_MATRIX_FIRST = ("The Matrix", "The Lord of the Rings", "The Dark Knight")
+_RINGS_FIRST = ("The Lord of the Rings", "The Dark Knight", "The Matrix")
+
+
+@LEVEL3.register
+class UserWatchedMovies(InlineApi):
+    def __init__(self) -> None:
+        super().__init__()
+        self.database = {
+            "John": list(_MATRIX_FIRST),
+            "Mary": list(_RINGS_FIRST),
+            "Peter": list(_MATRIX_FIRST),
+            "Tom": list(_RINGS_FIRST),
+            "Jerry": list(_MATRIX_FIRST),
+        }
+
+    def call(self, user_name: str) -> dict:
+        def watched() -> list:
+            if user_name not in self.database:
+                raise Exception("User not found.")
+            return self.database[user_name]
+
+        # The output is the bare list, not a dict.
+        return self.respond({"user_name": user_name}, watched)
+
+    def check_api_call_correctness(self, response, groundtruth) -> bool:
+        return exact_check(response, groundtruth)
+
+
+@LEVEL3.register
+class UserMoviePreferences(InlineApi):
+    def __init__(self) -> None:
+        super().__init__()
+        self.database = {
+            "John": ["Action", "Comedy", "Drama"],
+            "Mary": ["Comedy", "Drama", "Romance"],
+            "Peter": ["Action", "Drama", "Thriller"],
+            "Tom": ["Action", "Comedy", "Drama"],
+            "Jerry": ["Comedy", "Drama", "Romance"],
+        }
+
+    def call(self, user_name: str) -> dict:
+        # Unlike UserWatchedMovies, an unknown user fails with the KeyError's text.
+        return self.respond({"user_name": user_name},
+                            lambda: {"preferences": self.database[user_name]})
+
+    def check_api_call_correctness(self, response, groundtruth) -> bool:
+        return exact_check(response, groundtruth)
+
+
+@LEVEL3.register
+class MovieRecommendations(InlineApi):
+    def __init__(self) -> None:
+        super().__init__()
+        self.database = {
+            "Action": ["The Dark Knight", "The Matrix", "The Lord of the Rings"],
+            "Comedy": ["The Hangover", "Knives Out", "Deadpool"],
+            "Drama": ["The Shawshank Redemption", "Forrest Gump", "Joker"],
+            "Romance": ["Titanic", "La La Land", "The Notebook"],
+            "Thriller": ["Inception", "Parasite", "Get Out"],
+        }
+
+    def call(self, preferences: list) -> dict:
+        def recommend() -> dict:
+            # Quirk: watched movies are not filtered out despite the description, and
+            # a string is iterated character by character (so "Action" fails on 'A').
+            movies: list = []
+            for genre in preferences:
+                movies.extend(self.database[genre])
+            return {"recommended_movies": movies}
+
+        return self.respond({"preferences": preferences}, recommend)
+
+    def check_api_call_correctness(self, response, groundtruth) -> bool:
+        return exact_check(response, groundtruth)

@@ -1,0 +1,53 @@
+"""Level 3: an organization's members and where they are (OrganizationMembers, TravelStatus)."""
+
+from __future__ import annotations
+
+from ..base import LEVEL3
+from ._common import InlineApi, exact_check
+
+
+@LEVEL3.register
+class OrganizationMembers(InlineApi):
+    def __init__(self) -> None:
+        super().__init__()
+        self.database = {
+            "Alibaba": ["John", "Mary", "Peter"],
+            "Tencent": ["Tom", "Jerry"],
+            "Baidu": ["Jack", "Rose"],
+            "ByteDance": ["Bob", "Alice"],
+            "JD": ["Mike", "Jane"],
+        }
+
+    def call(self, organization: str) -> dict:
+        # An unknown organization fails with the KeyError's text, e.g. "'Google'".
+        return self.respond({"organization": organization},
+                            lambda: {"members": self.database[organization]})
+
+    def check_api_call_correctness(self, response, groundtruth) -> bool:
+        return exact_check(response, groundtruth)
+
+
+@LEVEL3.register
+class TravelStatus(InlineApi):
+    def __init__(self) -> None:
+        super().__init__()
+        self.database = {
+            "John": "Traveling",
+            "Mary": "Working from home",
+            "Peter": "Working from office",
+            "Tom": "Traveling",
+            "Jerry": "Working from home",
+            "Jack": "Working from office",
+            "Rose": "Working from office",
+            "Bob": "Traveling",
+            "Alice": "Working from home",
+            "Mike": "Working from office",
+            "Jane": "Working from office",
+        }
+
+    def call(self, member_name: str) -> dict:
+        # The output is the bare status string, not a dict.
+        return self.respond({"member_name": member_name}, lambda: self.database[member_name])
+
+    def check_api_call_correctness(self, response, groundtruth) -> bool:
+        return exact_check(response, groundtruth)

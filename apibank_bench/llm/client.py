@@ -1,0 +1,285 @@
+"""One chat-completion client for any OpenAI-compatible endpoint.
+
+The `openai` package does the HTTP (its own retries are off: `max_retries=0`);
+this module adds what a benchmark run needs around it: our retry loop with
+exponential backoff and jitter, a process-wide cap on requests in flight,
+round-robin over several base URLs, per-call token/latency accounting and the
+on-disk response cache (a hit makes no HTTP request).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Iterator, Sequence
+
+import openai
+
+from .cache import ResponseCache, request_key
+from .config import ModelConfig
+
+#: Placeholder key for local servers, which accept any key (openai needs one).
+NO_KEY = "sk-no-key"
+
+
+@dataclass
+class Completion:
+    """The outcome of one `ChatClient.complete` call (also attached to a ModelError)."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0  # wall time of the whole call, retries and waits included
+    cached: bool = False
+    attempts: int = 0  # HTTP requests made (0 for a cache hit)
+    base_url: str = ""  # the URL that answered (or failed last)
+    error: str | None = None
+    finish_reason: str | None = None
+
+
+class ModelError(Exception):
+    """The model could not answer this request; the caller records it for this instance only."""
+
+    def __init__(self, message: str, completion: Completion):
+        super().__init__(message)
+        self.completion = completion
+
+
+class MalformedResponse(Exception):
+    """The server answered 200 but not with a chat completion (not retried)."""
+
+
+class InFlightLimiter:
+    """Process-wide count of requests in flight.
+
+    A request starts only while fewer than its client's `max_in_flight`
+    requests (of all clients in this process) are running; with one cap this is
+    exactly a semaphore of that size. `peak` is the highest count seen.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.active = 0
+        self.peak = 0
+
+    @contextmanager
+    def slot(self, cap: int) -> Iterator[None]:
+        with self._cond:
+            while self.active >= cap:
+                self._cond.wait()
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.active -= 1
+                self._cond.notify_all()
+
+
+IN_FLIGHT = InFlightLimiter()
+
+
+@dataclass
+class UsageStats:
+    """Totals over all calls of one client (thread-safe via `add`)."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    requests: int = 0  # HTTP requests, retries included
+    retries: int = 0
+    errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, completion: Completion) -> None:
+        with self._lock:
+            self.calls += 1
+            self.cache_hits += completion.cached
+            self.requests += completion.attempts
+            self.retries += max(0, completion.attempts - 1)
+            self.errors += completion.error is not None
+            self.prompt_tokens += completion.prompt_tokens
+            self.completion_tokens += completion.completion_tokens
+            self.latency_s += completion.latency_s
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "_lock"}
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Timeouts, connection errors, 408, 429 and 5xx are worth another try; other errors are not."""
+    if isinstance(exc, openai.APIConnectionError):  # APITimeoutError is a subclass
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in (408, 429) or exc.status_code >= 500
+    return False
+
+
+def _retry_after(exc: BaseException) -> float:
+    response = getattr(exc, "response", None)
+    try:
+        return max(0.0, float(response.headers.get("retry-after", 0)))
+    except (AttributeError, TypeError, ValueError):
+        return 0.0
+
+
+def _describe(exc: BaseException) -> str:
+    status = getattr(exc, "status_code", None)
+    prefix = f"HTTP {status}: " if status else ""
+    return f"{prefix}{type(exc).__name__}: {exc}"
+
+
+class ChatClient:
+    """Thread-safe; share one instance between the worker threads of a run.
+
+    `retry_base_delay` / `retry_max_delay` shape the backoff: attempt n waits
+    min(max, base * 2**(n-1)) seconds scaled by a random factor in [0.5, 1]
+    (at least the server's Retry-After, capped by max).
+    """
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        *,
+        retry_base_delay: float = 1.0,
+        retry_max_delay: float = 30.0,
+        limiter: InFlightLimiter = IN_FLIGHT,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        if not config.base_urls:
+            raise ValueError("ModelConfig.base_urls is empty (start the local server first)")
+        if not config.model:
+            raise ValueError("ModelConfig.model is empty")
+        self.config = config
+        self.retry_base_delay = retry_base_delay
+        self.retry_max_delay = retry_max_delay
+        self.limiter = limiter
+        self.stats = UsageStats()
+        self.cache = ResponseCache(config.cache_dir) if config.cache_dir is not None else None
+        self._sleep = sleep
+        self._clients = {
+            url: openai.OpenAI(
+                base_url=url,
+                api_key=config.api_key or NO_KEY,
+                timeout=config.timeout,
+                max_retries=0,
+            )
+            for url in config.base_urls
+        }
+        self._urls = itertools.cycle(config.base_urls)
+        self._urls_lock = threading.Lock()
+
+    def next_url(self) -> str:
+        with self._urls_lock:
+            return next(self._urls)
+
+    def request_body(
+        self, messages: Sequence[dict[str, Any]], *, extra_body: dict[str, Any] | None = None,
+        seed: int | None = None,
+    ) -> dict[str, Any]:
+        """The whole request as sent (and hashed for the cache)."""
+        cfg = self.config
+        return {
+            "model": cfg.model,
+            "messages": [dict(m) for m in messages],
+            "temperature": cfg.temperature,
+            "top_p": cfg.top_p,
+            "max_tokens": cfg.max_tokens,
+            "seed": cfg.seed if seed is None else seed,
+            "extra_body": {**cfg.extra_body, **(extra_body or {})},
+        }
+
+    def complete(
+        self, messages: Sequence[dict[str, Any]], *, extra_body: dict[str, Any] | None = None,
+        seed: int | None = None,
+    ) -> Completion:
+        """Answer one chat request; raise ModelError (with `.completion`) if it cannot."""
+        started = time.monotonic()
+        body = self.request_body(messages, extra_body=extra_body, seed=seed)
+        key = request_key(body) if self.cache is not None else ""
+        if self.cache is not None:
+            entry = self.cache.get(key)
+            if entry is not None:
+                completion = Completion(
+                    text=entry["text"],
+                    prompt_tokens=entry.get("prompt_tokens", 0),
+                    completion_tokens=entry.get("completion_tokens", 0),
+                    latency_s=time.monotonic() - started,
+                    cached=True,
+                    base_url=entry.get("base_url", ""),
+                    finish_reason=entry.get("finish_reason"),
+                )
+                self.stats.add(completion)
+                return completion
+
+        completion = self._request(body, started)
+        self.stats.add(completion)
+        if completion.error is not None:
+            raise ModelError(completion.error, completion)
+        if self.cache is not None:
+            self.cache.put(key, {
+                "request": body,
+                "text": completion.text,
+                "prompt_tokens": completion.prompt_tokens,
+                "completion_tokens": completion.completion_tokens,
+                "latency_s": completion.latency_s,
+                "base_url": completion.base_url,
+                "finish_reason": completion.finish_reason,
+            })
+        return completion
+
+    def _request(self, body: dict[str, Any], started: float) -> Completion:
+        kwargs = {k: v for k, v in body.items() if k != "extra_body"}
+        if body["extra_body"]:
+            kwargs["extra_body"] = body["extra_body"]
+        attempts = 0
+        while True:
+            attempts += 1
+            url = self.next_url()
+            try:
+                with self.limiter.slot(self.config.max_in_flight):
+                    response = self._clients[url].chat.completions.create(**kwargs)
+                return self._read(response, url, attempts, started)
+            except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
+                if is_retryable(exc) and attempts <= self.config.max_retries:
+                    self._sleep(self._backoff(attempts, exc))
+                    continue
+                error = _describe(exc)
+                if is_retryable(exc):
+                    error = f"gave up after {attempts} attempts: {error}"
+                return Completion(
+                    text="", latency_s=time.monotonic() - started, attempts=attempts,
+                    base_url=url, error=error,
+                )
+
+    def _backoff(self, attempt: int, exc: BaseException) -> float:
+        delay = min(self.retry_max_delay, self.retry_base_delay * 2 ** (attempt - 1))
+        delay *= 0.5 + random.random() / 2
+        return min(self.retry_max_delay, max(delay, _retry_after(exc)))
+
+    @staticmethod
+    def _read(response: Any, url: str, attempts: int, started: float) -> Completion:
+        try:
+            choice = response.choices[0]
+            text = choice.message.content or ""
+            finish_reason = choice.finish_reason
+        except (AttributeError, IndexError, TypeError, KeyError):
+            raise MalformedResponse(f"malformed chat completion: {str(response)[:200]!r}") from None
+        usage = getattr(response, "usage", None)
+        return Completion(
+            text=text,
+            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            latency_s=time.monotonic() - started,
+            attempts=attempts,
+            base_url=url,
+            finish_reason=finish_reason,
+        )

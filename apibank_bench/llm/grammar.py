@@ -1,0 +1,97 @@
+"""A GBNF grammar that lets the model write exactly one API call.
+
+The output it allows is `[ApiName(param='value', ...)]` where ApiName is one of
+the visible APIs and the keywords are that API's own input parameters, each at
+most once and in the order the spec lists them (any subset, so optional
+parameters may be left out). Values are single-quoted strings (no newline, no
+unescaped quote; escapes limited to \\\\ \\' \\" \\n \\t so Python reads them),
+numbers (no leading zeros, which Python rejects), lists of quoted strings, and
+True/False. Everything the grammar accepts parses with `ast` as one call.
+
+The same text works as llama.cpp GBNF and as vLLM's (xgrammar) grammar;
+`grammar_extra_body` wraps it in the request field each server kind expects.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping
+
+# Shared value rules (GBNF). Python literal syntax, so `ast.literal_eval` reads each value.
+_VALUE_RULES = r"""
+value ::= string | number | list | "True" | "False"
+string ::= "'" char* "'"
+char ::= [^'\\\n\r] | "\\" ['"\\nt]
+number ::= "-"? ("0" | [1-9] [0-9]*) ("." [0-9]+)?
+list ::= "[" (string (sep string)*)? "]"
+sep ::= "," " "?
+"""
+
+
+def _literal(text: str) -> str:
+    """A GBNF double-quoted literal (json escaping is a valid subset for identifiers)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _param_names(spec: Mapping[str, Any]) -> list[str]:
+    params = spec.get("input_parameters") or {}
+    names = list(params) if isinstance(params, (Mapping, list, tuple)) else []
+    # A name that is not an identifier could never appear in a parseable call.
+    return [n for n in names if isinstance(n, str) and n.isidentifier()]
+
+
+def call_grammar(specs: Iterable[Mapping[str, Any]]) -> str:
+    """GBNF for one bracketed call to one of `specs`.
+
+    Each spec is a dict with `name` and `input_parameters` (a dict keyed by
+    parameter name, as in data/api_specs.json, or a list of names).
+    """
+    apis: list[tuple[str, list[str]]] = []
+    seen: set[str] = set()
+    for spec in specs:
+        name = spec["name"]
+        if name.isidentifier() and name not in seen:
+            seen.add(name)
+            apis.append((name, _param_names(spec)))
+    if not apis:
+        raise ValueError("call_grammar needs at least one API with an identifier name")
+
+    lines = ["root ::= \"[\" call \"]\"", "call ::= " + " | ".join(f"api{i}" for i in range(len(apis)))]
+    for i, (name, params) in enumerate(apis):
+        if not params:
+            lines.append(f"api{i} ::= {_literal(name + '(')} \")\"")
+            continue
+        first = " | ".join(f"api{i}-p{j}" for j in range(len(params)))
+        lines.append(f"api{i} ::= {_literal(name + '(')} ({first})? \")\"")
+        # api{i}-p{j}: parameter j, then optionally any later parameter (ordered subset).
+        for j, param in enumerate(params):
+            rest = " | ".join(f"api{i}-p{k}" for k in range(j + 1, len(params)))
+            tail = f" (sep ({rest}))?" if rest else ""
+            lines.append(f"api{i}-p{j} ::= {_literal(param + '=')} value{tail}")
+    return "\n".join(lines) + "\n" + _VALUE_RULES.lstrip("\n")
+
+
+def grammar_extra_body(grammar: str, server_kind: str = "llama.cpp") -> dict[str, Any]:
+    """The request `extra_body` that carries `grammar` for a server kind.
+
+    - "llama.cpp": `{"grammar": ...}` (llama-cpp-python's server and llama.cpp's llama-server)
+    - "vllm": `{"guided_grammar": ...}` (vLLM guided decoding, before v0.12)
+    - "vllm-structured": `{"structured_outputs": {"grammar": ...}}` (vLLM v0.12 and later)
+    - "none": `{}` (endpoints without grammar support: the request is unconstrained)
+    """
+    if server_kind == "llama.cpp":
+        return {"grammar": grammar}
+    if server_kind == "vllm":
+        return {"guided_grammar": grammar}
+    if server_kind == "vllm-structured":
+        return {"structured_outputs": {"grammar": grammar}}
+    if server_kind == "none":
+        return {}
+    raise ValueError(f"unknown server kind {server_kind!r}")
+
+
+def call_extra_body(specs: Iterable[Mapping[str, Any]], server_kind: str = "llama.cpp") -> dict[str, Any]:
+    """Shortcut: the grammar for `specs`, wrapped for `server_kind`."""
+    if server_kind == "none":
+        return {}
+    return grammar_extra_body(call_grammar(specs), server_kind)

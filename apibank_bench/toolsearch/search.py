@@ -1,0 +1,122 @@
+"""Upstream ToolSearcher's search: the catalog it searches and its best-match rule.
+
+Shared by our two ToolSearcher APIs (catalogs built from `apibank_bench.specs`) and
+by the frozen `official` scorer (a catalog of recorded ToolSearcher outputs).
+Embeddings come from `apibank_bench.embedding`, imported only when a search runs;
+each catalog embeds its texts once per process.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cache
+from typing import Any, Mapping, Sequence
+
+from .. import specs
+from ..frozen import freeze, thaw
+
+#: The file upstream's ToolSearcher leaves out of the folder it lists (besides
+#: `__init__.py` and `api.py`, which are not in our specs).
+SEARCHER_FILE = "tool_search.py"
+
+
+def split_api_name(name: str) -> str:
+    """Upstream's class-name split: each capital becomes a space + its lowercase, then strip.
+
+    "GetUserToken" -> "get user token"; "DocumentQA" -> "document q a".
+    """
+    return "".join(" " + char.lower() if char.isupper() else char for char in name).strip()
+
+
+def search_text(name: str, description: str) -> str:
+    """Upstream's `desc_for_search`. Quirk: no separator between name and description."""
+    return split_api_name(name) + description
+
+
+class Catalog:
+    """APIs to search, in order, each with the text its embedding is computed from."""
+
+    def __init__(self, entries: Sequence[Mapping[str, Any]], texts: Sequence[str]) -> None:
+        if len(entries) != len(texts):
+            raise ValueError("one search text per entry")
+        self.entries = tuple(freeze(dict(entry)) for entry in entries)
+        self.texts = tuple(texts)
+        self._embeddings: list | None = None
+        self._lock = threading.Lock()
+
+    def index(self, name: str) -> int:
+        for i, entry in enumerate(self.entries):
+            if entry["name"] == name:
+                return i
+        raise KeyError(name)
+
+    def embeddings(self) -> list:
+        """One `encode(text)` per entry, as upstream computes them (computed once)."""
+        with self._lock:
+            if self._embeddings is None:
+                from .. import embedding
+
+                self._embeddings = [embedding.encode(text) for text in self.texts]
+            return self._embeddings
+
+    def best(self, keywords: Any) -> int | None:
+        """Index of the best match for `keywords`, or None when no similarity is above 0.
+
+        Upstream's rule: cosine similarity of `encode(keywords)` with each entry's
+        embedding, a strict `>` against the best so far (starting at 0), so a tie
+        goes to the earlier entry. `keywords` is passed to `encode` untouched, so
+        non-string input fails as it does upstream.
+        """
+        from sentence_transformers import util
+
+        from .. import embedding
+
+        desc_embeddings = self.embeddings()
+        keyword_embedding = embedding.encode(keywords)
+        best, best_score = None, 0
+        for i, desc_embedding in enumerate(desc_embeddings):
+            score = util.cos_sim(keyword_embedding, desc_embedding).item()
+            if score > best_score:
+                best, best_score = i, score
+        return best
+
+
+_CATALOG_LOCK = threading.Lock()
+
+
+def spec_catalog(api_set: str) -> Catalog:
+    """The catalog upstream's ToolSearcher of `api_set` searches: every other API of the set.
+
+    Entries are {name, description, input_parameters, output_parameters,
+    desc_for_search}, the dict upstream builds per class. Upstream lists its folder
+    with `os.listdir`, whose order depends on the filesystem; we use the sorted
+    file names (the spec's `file`), which decides which API wins a tie.
+    """
+    with _CATALOG_LOCK:
+        return _spec_catalog(api_set)
+
+
+@cache
+def _spec_catalog(api_set: str) -> Catalog:
+    items = sorted(
+        (item for item in specs.specs(api_set).values() if item["file"] != SEARCHER_FILE),
+        key=lambda item: item["file"],
+    )
+    entries = [
+        {
+            "name": item["name"],
+            "description": item["description"],
+            "input_parameters": item["input_parameters"],
+            "output_parameters": item["output_parameters"],
+            "desc_for_search": search_text(item["name"], item["description"]),
+        }
+        for item in items
+    ]
+    return Catalog(entries, [entry["desc_for_search"] for entry in entries])
+
+
+def public_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A mutable copy of a spec-catalog entry without its `desc_for_search` (upstream pops it)."""
+    payload = thaw(entry)
+    payload.pop("desc_for_search")
+    return payload

@@ -1,0 +1,173 @@
+"""A real HTTP server on 127.0.0.1 that speaks OpenAI chat completions, for tests.
+
+Answers are scripted per request (a queue of `Reply`, then `default`); every
+request is recorded (`requests`), and the number of requests being handled at
+the same time is tracked (`max_concurrent`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+
+@dataclass
+class Reply:
+    text: str = "[GetToday()]"
+    status: int = 200
+    delay: float = 0.0  # seconds to sleep before answering
+    raw: bytes | None = None  # body sent as is (for malformed answers)
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def correct(text: str = "[GetToday()]") -> Reply:
+    return Reply(text=text)
+
+
+def wrong(text: str = "[AddAlarm(time='never')]") -> Reply:
+    return Reply(text=text)
+
+
+def malformed() -> Reply:
+    return Reply(raw=b"{this is not json", headers={"Content-Type": "application/json"})
+
+
+def slow(delay: float, text: str = "[GetToday()]") -> Reply:
+    return Reply(text=text, delay=delay)
+
+
+def error(status: int, headers: dict[str, str] | None = None) -> Reply:
+    return Reply(status=status, headers=headers or {})
+
+
+def completion_body(text: str, model: str = "stub-model", prompt_tokens: int = 11, completion_tokens: int = 7) -> dict:
+    return {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": "stop",
+        }],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+class OpenAIStub:
+    def __init__(self, *replies: Reply, default: Reply | Callable[[dict], Reply] = Reply(), hold: float = 0.0):
+        self.script: deque[Reply] = deque(replies)
+        self.default = default
+        self.hold = hold  # extra seconds every request takes (for concurrency tests)
+        self.requests: list[dict[str, Any]] = []
+        self.active = 0
+        self.max_concurrent = 0
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- scripting -------------------------------------------------------
+    def push(self, *replies: Reply) -> None:
+        with self._lock:
+            self.script.extend(replies)
+
+    def _next_reply(self, body: dict) -> Reply:
+        with self._lock:
+            if self.script:
+                return self.script.popleft()
+        return self.default(body) if callable(self.default) else self.default
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "stub not started"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    @property
+    def chat_requests(self) -> list[dict[str, Any]]:
+        return [r["json"] for r in self.requests if r["path"].endswith("/chat/completions")]
+
+    # -- lifecycle -------------------------------------------------------
+    def start(self) -> "OpenAIStub":
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # keep test output quiet
+                pass
+
+            def _send(self, status: int, payload: bytes, headers: dict[str, str]) -> None:
+                try:
+                    self.send_response(status)
+                    headers = {"Content-Type": "application/json", **headers}
+                    for key, value in headers.items():
+                        self.send_header(key, value)
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test)
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    body = {"object": "list", "data": [{"id": "stub-model", "object": "model"}]}
+                    self._send(200, json.dumps(body).encode(), {})
+                else:
+                    self._send(404, b'{"error": {"message": "not found"}}', {})
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    body = {"_unparsed": raw.decode("utf-8", "replace")}
+                with stub._lock:
+                    stub.requests.append({"path": self.path, "json": body, "time": time.monotonic()})
+                    stub.active += 1
+                    stub.max_concurrent = max(stub.max_concurrent, stub.active)
+                try:
+                    reply = stub._next_reply(body)
+                    time.sleep(stub.hold + reply.delay)
+                    if reply.raw is not None:
+                        payload = reply.raw
+                    elif reply.status >= 400:
+                        payload = json.dumps({"error": {
+                            "message": f"scripted error {reply.status}", "type": "stub", "code": reply.status,
+                        }}).encode()
+                    else:
+                        payload = json.dumps(completion_body(reply.text, body.get("model", "stub-model"))).encode()
+                    self._send(reply.status, payload, reply.headers)
+                finally:
+                    with stub._lock:
+                        stub.active -= 1
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        server.block_on_close = False
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="openai-stub", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> "OpenAIStub":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

@@ -1,0 +1,201 @@
+"""ChatClient against a real local HTTP stub of the OpenAI protocol (127.0.0.1 only)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from apibank_bench.llm import ChatClient, InFlightLimiter, ModelConfig, ModelError
+from openai_stub import OpenAIStub, correct, error, malformed, slow, wrong
+
+MESSAGES = [{"role": "system", "content": "You call APIs."}, {"role": "user", "content": "What day is it?"}]
+
+
+@pytest.fixture
+def stub():
+    with OpenAIStub() as server:
+        yield server
+
+
+def make_client(*urls: str, **overrides) -> ChatClient:
+    settings = dict(base_urls=list(urls), model="stub-model", api_key="test", timeout=5.0, max_retries=3)
+    settings.update(overrides)
+    return ChatClient(ModelConfig(**settings), retry_base_delay=0.01, retry_max_delay=0.05)
+
+
+def test_correct_answer_records_tokens_latency_and_request(stub):
+    stub.push(correct("[GetToday()]"))
+    client = make_client(stub.url, seed=7, temperature=0.3, top_p=0.8, max_tokens=99, extra_body={"grammar": "g"})
+    out = client.complete(MESSAGES)
+    assert out.text == "[GetToday()]"
+    assert (out.prompt_tokens, out.completion_tokens) == (11, 7)
+    assert out.latency_s > 0 and out.attempts == 1 and not out.cached and out.error is None
+    assert out.base_url == stub.url and out.finish_reason == "stop"
+    [sent] = stub.chat_requests
+    assert sent["messages"] == MESSAGES and sent["model"] == "stub-model"
+    assert (sent["seed"], sent["temperature"], sent["top_p"], sent["max_tokens"]) == (7, 0.3, 0.8, 99)
+    assert sent["grammar"] == "g"
+    assert client.stats.snapshot()["prompt_tokens"] == 11
+
+
+def test_wrong_answer_is_returned_as_is(stub):
+    stub.push(wrong("[AddAlarm(time='never')]"))
+    assert make_client(stub.url).complete(MESSAGES).text == "[AddAlarm(time='never')]"
+
+
+def test_call_extra_body_and_seed_override_are_sent(stub):
+    client = make_client(stub.url, extra_body={"a": 1, "b": 1})
+    client.complete(MESSAGES, extra_body={"b": 2}, seed=42)
+    [sent] = stub.chat_requests
+    assert (sent["a"], sent["b"], sent["seed"]) == (1, 2, 42)
+
+
+def test_500_then_success_costs_exactly_one_retry(stub):
+    stub.push(error(500), correct("[GetToday()]"))
+    client = make_client(stub.url)
+    out = client.complete(MESSAGES)
+    assert out.text == "[GetToday()]" and out.error is None and out.attempts == 2
+    assert len(stub.chat_requests) == 2
+    stats = client.stats.snapshot()
+    assert (stats["retries"], stats["errors"], stats["requests"], stats["calls"]) == (1, 0, 2, 1)
+
+
+def test_429_is_retried(stub):
+    stub.push(error(429, {"Retry-After": "0"}), error(429), correct("[GetToday()]"))
+    out = make_client(stub.url).complete(MESSAGES)
+    assert out.text == "[GetToday()]" and out.attempts == 3
+    assert len(stub.chat_requests) == 3
+
+
+def test_400_fails_without_retry_and_records_the_error(stub):
+    stub.push(error(400), correct())
+    client = make_client(stub.url)
+    with pytest.raises(ModelError) as info:
+        client.complete(MESSAGES)
+    failed = info.value.completion
+    assert failed.attempts == 1 and failed.text == ""
+    assert "400" in failed.error and "400" in str(info.value)
+    assert len(stub.chat_requests) == 1
+    assert client.stats.snapshot()["errors"] == 1
+    # The failure belongs to that request only: the next one works.
+    assert client.complete(MESSAGES).text == "[GetToday()]"
+
+
+def test_timeout_is_retried(stub):
+    stub.push(slow(2.0), correct("[GetToday()]"))
+    out = make_client(stub.url, timeout=0.5).complete(MESSAGES)
+    assert out.text == "[GetToday()]" and out.attempts == 2
+    assert len(stub.chat_requests) == 2
+
+
+def test_retries_are_bounded(stub):
+    stub.push(*[error(503)] * 5)
+    with pytest.raises(ModelError) as info:
+        make_client(stub.url, max_retries=2).complete(MESSAGES)
+    assert info.value.completion.attempts == 3 and "gave up after 3 attempts" in info.value.completion.error
+    assert len(stub.chat_requests) == 3
+
+
+def test_malformed_body_is_an_error_without_retry(stub):
+    stub.push(malformed(), correct())
+    with pytest.raises(ModelError) as info:
+        make_client(stub.url).complete(MESSAGES)
+    assert info.value.completion.attempts == 1
+    assert len(stub.chat_requests) == 1
+
+
+def test_connection_refused_is_retried_then_reported():
+    with OpenAIStub() as gone:
+        url = gone.url
+    with pytest.raises(ModelError) as info:
+        make_client(url, max_retries=1).complete(MESSAGES)
+    assert info.value.completion.attempts == 2 and "Connection" in info.value.completion.error
+
+
+def test_in_flight_cap_holds_across_threads_and_clients():
+    with OpenAIStub(hold=0.15) as server:
+        limiter = InFlightLimiter()  # process-wide in real use; fresh here to isolate the test
+        clients = [
+            ChatClient(ModelConfig(base_urls=[server.url], model="m", max_in_flight=2), limiter=limiter)
+            for _ in range(2)
+        ]
+        errors: list[BaseException] = []
+
+        def work(i: int) -> None:
+            try:
+                clients[i % 2].complete([{"role": "user", "content": f"q{i}"}])
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        assert len(server.chat_requests) == 8
+        assert server.max_concurrent == 2  # the cap was reached and never exceeded
+        assert limiter.peak == 2 and limiter.active == 0
+
+
+def test_cache_hit_makes_no_request_and_seed_is_part_of_the_key(stub, tmp_path):
+    client = make_client(stub.url, cache_dir=tmp_path)
+    first = client.complete(MESSAGES)
+    again = client.complete(MESSAGES)
+    assert len(stub.chat_requests) == 1
+    assert again.cached and not first.cached and again.attempts == 0
+    assert (again.text, again.prompt_tokens, again.completion_tokens) == (first.text, 11, 7)
+    client.complete(MESSAGES, seed=1)
+    assert len(stub.chat_requests) == 2
+    client.complete(MESSAGES, extra_body={"grammar": "x"})
+    assert len(stub.chat_requests) == 3
+    # A new client (a resumed run) reads the same files.
+    assert make_client(stub.url, cache_dir=tmp_path).complete(MESSAGES).cached
+    assert len(stub.chat_requests) == 3
+    files = sorted(tmp_path.rglob("*"))
+    entries = [f for f in files if f.is_file()]
+    assert len(entries) == 3 and all(f.suffix == ".json" for f in entries)  # no temp files left
+    entry = json.loads(entries[0].read_text())
+    assert entry["text"] == "[GetToday()]" and entry["request"]["model"] == "stub-model"
+    assert client.stats.snapshot()["cache_hits"] == 1
+
+
+def test_errors_are_not_cached(stub, tmp_path):
+    stub.push(error(400))
+    client = make_client(stub.url, cache_dir=tmp_path)
+    with pytest.raises(ModelError):
+        client.complete(MESSAGES)
+    assert client.complete(MESSAGES).text == "[GetToday()]"
+    assert len(stub.chat_requests) == 2
+
+
+def test_cache_off_always_asks(stub):
+    client = make_client(stub.url, cache_dir=None)
+    assert client.cache is None
+    client.complete(MESSAGES)
+    out = client.complete(MESSAGES)
+    assert not out.cached and len(stub.chat_requests) == 2
+
+
+def test_round_robin_alternates_between_two_servers():
+    with OpenAIStub() as a, OpenAIStub() as b:
+        client = make_client(a.url, b.url)
+        used = [client.complete([{"role": "user", "content": str(i)}]).base_url for i in range(6)]
+        assert used == [a.url, b.url] * 3
+        assert len(a.chat_requests) == len(b.chat_requests) == 3
+
+
+def test_retry_moves_to_the_next_server():
+    with OpenAIStub(error(500)) as a, OpenAIStub() as b:
+        out = make_client(a.url, b.url).complete(MESSAGES)
+        assert out.attempts == 2 and out.base_url == b.url
+        assert len(a.chat_requests) == len(b.chat_requests) == 1
+
+
+def test_client_needs_url_and_model():
+    with pytest.raises(ValueError):
+        ChatClient(ModelConfig(model="m"))
+    with pytest.raises(ValueError):
+        ChatClient(ModelConfig(base_urls=["http://127.0.0.1:9/v1"]))
