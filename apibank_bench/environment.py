@@ -109,4 +109,5 @@ class Environment:
         for turn in api_turns:
             if turn.api_name == "ToolSearcher":
                 continue
-            self.call(turn.api_name, turn.params)
+            # Plain copies: APIs may mutate or hash their arguments as upstream's do with JSON values.
+            self.call(turn.api_name, thaw(turn.params))

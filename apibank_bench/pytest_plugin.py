@@ -113,13 +113,12 @@ class _Endpoint:
 
     def start(self, config) -> str:
         if self.url is None:
-            from .llm.local_server import start_local_server
+            from .llm.local_server import ensure_local_server
 
             reporter = config.pluginmanager.get_plugin("terminalreporter")
             if reporter:
                 reporter.write_line("apibank: starting the embedded local model (Gemma 3 270M, a smoke model)")
-            self.handle = start_local_server()
-            self.url = self.handle.base_url
+            self.url, self.handle = ensure_local_server()
         return self.url
 
     def stop(self) -> None:

@@ -3,11 +3,13 @@
 Supports: `name ::= ...` rules, "literals", [classes] (with ^, ranges and
 backslash escapes), rule references, ( groups ), |, and the postfix operators
 * + ?. `matches(grammar, text)` says whether `root` derives exactly `text`;
-`sample(grammar, rng)` draws a random string from the grammar.
+`sample(grammar, rng)` draws a random string from the grammar; `parse_call`
+reads `[Name(k=literal, ...)]` with `ast` (never eval).
 """
 
 from __future__ import annotations
 
+import ast
 import random
 import re
 from functools import lru_cache
@@ -195,3 +197,14 @@ def sample(grammar: str, rng: random.Random, max_repeat: int = 4) -> str:
         raise AssertionError(kind)
 
     return gen(rules["root"])
+
+
+def parse_call(text: str) -> tuple[str, dict]:
+    """`[Name(k=literal, ...)]` -> (Name, {k: value}); raises on anything else."""
+    tree = ast.parse(text, mode="eval").body
+    if not (isinstance(tree, ast.List) and len(tree.elts) == 1):
+        raise ValueError(f"not one bracketed call: {text!r}")
+    call = tree.elts[0]
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and not call.args):
+        raise ValueError(f"not a keyword-only call: {text!r}")
+    return call.func.id, {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}

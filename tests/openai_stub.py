@@ -23,6 +23,7 @@ class Reply:
     delay: float = 0.0  # seconds to sleep before answering
     raw: bytes | None = None  # body sent as is (for malformed answers)
     headers: dict[str, str] = field(default_factory=dict)
+    tool_calls: list[dict[str, Any]] | None = None  # OpenAI `tool_calls` ({name, arguments}) instead of text
 
 
 def correct(text: str = "[GetToday()]") -> Reply:
@@ -41,11 +42,26 @@ def slow(delay: float, text: str = "[GetToday()]") -> Reply:
     return Reply(text=text, delay=delay)
 
 
+def tool_call(name: str, arguments: dict[str, Any] | str | None = None, *more: tuple[str, Any]) -> Reply:
+    """A `tool_calls` answer: one call (arguments as a dict or raw JSON text), then `more` (name, arguments)."""
+    calls = [(name, arguments), *more]
+    return Reply(text="", tool_calls=[
+        {"name": n, "arguments": a if isinstance(a, str) else json.dumps(a or {})} for n, a in calls
+    ])
+
+
 def error(status: int, headers: dict[str, str] | None = None) -> Reply:
     return Reply(status=status, headers=headers or {})
 
 
-def completion_body(text: str, model: str = "stub-model", prompt_tokens: int = 11, completion_tokens: int = 7) -> dict:
+def completion_body(text: str, model: str = "stub-model", prompt_tokens: int = 11, completion_tokens: int = 7,
+                    tool_calls: list[dict[str, Any]] | None = None) -> dict:
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if tool_calls:
+        message = {"role": "assistant", "content": text or None, "tool_calls": [
+            {"id": f"call_{i}", "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for i, c in enumerate(tool_calls)
+        ]}
     return {
         "id": "chatcmpl-stub",
         "object": "chat.completion",
@@ -53,8 +69,8 @@ def completion_body(text: str, model: str = "stub-model", prompt_tokens: int = 1
         "model": model,
         "choices": [{
             "index": 0,
-            "message": {"role": "assistant", "content": text},
-            "finish_reason": "stop",
+            "message": message,
+            "finish_reason": "tool_calls" if tool_calls else "stop",
         }],
         "usage": {
             "prompt_tokens": prompt_tokens,
@@ -144,7 +160,8 @@ class OpenAIStub:
                             "message": f"scripted error {reply.status}", "type": "stub", "code": reply.status,
                         }}).encode()
                     else:
-                        payload = json.dumps(completion_body(reply.text, body.get("model", "stub-model"))).encode()
+                        payload = json.dumps(completion_body(reply.text, body.get("model", "stub-model"),
+                                                            tool_calls=reply.tool_calls)).encode()
                     self._send(reply.status, payload, reply.headers)
                 finally:
                     with stub._lock:

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import ast
 import random
 
 import pytest
 
 from apibank_bench.llm import call_extra_body, call_grammar, grammar_extra_body
 from apibank_bench.specs import LEVEL3, LEVEL12, specs
-from gbnf_check import matches, sample
-
-
-def parse_call(text: str) -> tuple[str, dict]:
-    """`[Name(k=literal, ...)]` -> (Name, {k: value}); raises on anything else (never evals)."""
-    tree = ast.parse(text, mode="eval").body
-    assert isinstance(tree, ast.List) and len(tree.elts) == 1
-    call = tree.elts[0]
-    assert isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and not call.args
-    return call.func.id, {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
+from gbnf_check import matches, parse_call, sample
 
 
 L12 = specs(LEVEL12)

