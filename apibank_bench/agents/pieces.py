@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..llm import ChatClient, ModelError, call_extra_body
-from ..parsing import ParseError, parse_call, select_call
+from ..parsing import ParseError, candidates, parse_call, select_call
 from ..tasks import Task, render_call
 from .prompts import role_prompt, task_prompt, visible_schemas
 from .solution import Solution
@@ -127,9 +126,6 @@ def final_answer(turn: AgentTurn | None) -> str | None:
 
 # -- inter-agent messages --------------------------------------------------------------
 
-_SECTION = re.compile(r"\[[A-Za-z_]\w*\(.*\)\]", re.DOTALL)
-
-
 def report(turn: AgentTurn, message_format: str, limit: int = 1200) -> str:
     """What one agent passes to another, in the run's message format.
 
@@ -141,7 +137,10 @@ def report(turn: AgentTurn, message_format: str, limit: int = 1200) -> str:
     if message_format == "freeform":
         return f"{turn.role}: {text}"
     proposed = turn.call or "none (no parseable call)"
-    reasoning = _SECTION.sub("", text).strip() or "-"
+    reasoning = text
+    for call in candidates(text):  # cut exactly the call spans, keeping any prose between two calls
+        reasoning = reasoning.replace(call, "", 1)
+    reasoning = reasoning.strip() or "-"
     if message_format == "semi_structured":
         return f"ROLE: {turn.role}\nPROPOSED CALL: {proposed}\nNOTES: {reasoning}"
     return json.dumps({"role": turn.role, "proposed_call": proposed, "parsed": turn.call is not None,

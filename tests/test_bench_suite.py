@@ -1,0 +1,167 @@
+"""The benchmark as a pytest suite, run for real in subprocesses (gold self-check and a scripted model)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from apibank_bench import manifests
+from apibank_bench.agents.prompts import format_history
+from apibank_bench.paths import PROJECT_ROOT
+from apibank_bench.results import read_jsonl
+from apibank_bench.tasks import get_task
+
+from .openai_stub import OpenAIStub, Reply
+
+EVAL_IDS = manifests.manifest_ids("all")
+_STABLE = ("id", "level", "correct", "stage", "error", "predicted_call", "gold_call")
+
+
+def bench(out_dir: Path, *args: str, env: dict | None = None, wait: bool = True):
+    """`pytest bench_tests ...` in a subprocess, results into out_dir."""
+    command = [sys.executable, "-m", "pytest", str(PROJECT_ROOT / "bench_tests"), "-q", "-p", "no:cacheprovider",
+               "--apibank-out-dir", str(out_dir), *args]
+    full_env = {**os.environ, **(env or {})}
+    if not wait:
+        return subprocess.Popen(command, cwd=PROJECT_ROOT, env=full_env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    return subprocess.run(command, cwd=PROJECT_ROOT, env=full_env, capture_output=True, text=True, timeout=600)
+
+
+def stable(lines: list[dict]) -> list[dict]:
+    return [{key: line.get(key) for key in _STABLE} for line in lines]
+
+
+def test_gold_run_passes_all_100_in_manifest_order_with_xdist(tmp_path):
+    run = bench(tmp_path, "--apibank-model", "gold", "--apibank-limit", "100", "-n", "2")
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "100 passed" in run.stdout
+    assert "harness self-check" in run.stdout
+    results = read_jsonl(tmp_path / "results.jsonl")
+    assert [line["id"] for line in results] == EVAL_IDS
+    assert all(line["correct"] for line in results)
+    assert len(read_jsonl(tmp_path / "predictions.jsonl")) == 100
+    assert len(list((tmp_path / "traces").glob("*.json"))) == 100
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["accuracy"] == 1.0
+    assert {level: row["total"] for level, row in summary["by_level"].items()} == {"1": 33, "2": 33, "3": 34}
+    assert summary["config"]["model"]["model"] == "gold"
+
+
+def test_k_level3_selects_exactly_the_34_level3_instances(tmp_path):
+    run = bench(tmp_path, "--apibank-model", "gold", "-k", "level3")
+    assert run.returncode == 0, run.stdout[-3000:]
+    results = read_jsonl(tmp_path / "results.jsonl")
+    assert [line["id"] for line in results] == [i for i in EVAL_IDS if i.startswith("level-3::")]
+    assert len(results) == 34
+
+
+def test_two_shards_merged_equal_the_unsharded_run(tmp_path):
+    args = ("--apibank-model", "gold", "--apibank-limit", "30")
+    whole, first, second, merged = (tmp_path / name for name in ("whole", "s1", "s2", "merged"))
+    assert bench(whole, *args).returncode == 0
+    assert bench(first, *args, "--apibank-shard", "1/2").returncode == 0
+    assert bench(second, *args, "--apibank-shard", "2/2").returncode == 0
+    assert 0 < len(read_jsonl(first / "results.jsonl")) < 30
+    merge = subprocess.run([sys.executable, "-m", "apibank_bench", "merge", str(first), str(second),
+                            "--out", str(merged)], capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert merge.returncode == 0, merge.stderr
+    assert stable(read_jsonl(merged / "results.jsonl")) == stable(read_jsonl(whole / "results.jsonl"))
+    assert len(list((merged / "traces").glob("*.json"))) == 30
+
+
+# -- a scripted model -----------------------------------------------------------------
+
+
+def _wrong_arguments(params: dict) -> dict:
+    wrong = {key: ("zz-wrong" if isinstance(value, str) else -999) for key, value in params.items()}
+    return wrong or {"unexpected": "zz-wrong"}
+
+
+@pytest.fixture(scope="module")
+def wrong_model():
+    """Answers each of the first 30 eval instances wrongly, in a way that decides its failing stage."""
+    tasks = [get_task(task_id) for task_id in EVAL_IDS[:30]]
+    by_history = {format_history(task): task for task in tasks}
+    expected = {}
+    for index, task in enumerate(tasks):
+        expected[task.combined_id] = ("parse", "api_name", "score")[index % 3]
+
+    def answer(body: dict) -> Reply:
+        prompt = body["messages"][-1]["content"]
+        # The longest matching history: a Level-3 requirement alone prefixes its later steps' histories.
+        task = max(((h, t) for h, t in by_history.items() if h and h in prompt), key=lambda ht: len(ht[0]))[1]
+        stage = expected[task.combined_id]
+        if stage == "parse":
+            return Reply(text="I would call the calendar API here.")
+        if stage == "api_name":
+            return Reply(text="[NoSuchApi(x='1')]")
+        wrong = _wrong_arguments(dict(task.gold.params))
+        args = ", ".join(f"{key}={value!r}" for key, value in wrong.items())
+        return Reply(text=f"Here it is: [{task.gold.api_name}({args})]")
+
+    with OpenAIStub(default=answer) as stub:
+        yield stub, expected
+
+
+def test_a_wrong_model_fails_every_instance_at_its_stage(tmp_path, wrong_model):
+    stub, expected = wrong_model
+    run = bench(tmp_path, "--apibank-model", "stub", "--apibank-base-url", stub.url, "--apibank-limit", "30",
+                "--apibank-toolsearcher-scorer", "keyword", "--apibank-no-cache", "-n", "2")
+    assert run.returncode == 1, run.stdout[-3000:]
+    assert "30 failed" in run.stdout
+    results = read_jsonl(tmp_path / "results.jsonl")
+    assert [line["id"] for line in results] == EVAL_IDS[:30]
+    assert {line["id"]: line["stage"] for line in results} == expected
+    assert not any(line["correct"] for line in results)
+    assert all(line["prompt_tokens"] > 0 for line in results)
+
+
+def _interrupted_run(out_dir: Path, stub: OpenAIStub, cache_dir: Path, minimum: int) -> int:
+    """Start a 2-worker run on the 100 eval instances and interrupt it once `minimum` have finished."""
+    run = bench(out_dir, "--apibank-model", "stub", "--apibank-base-url", stub.url, "-n", "2",
+                "--apibank-level", "all", env={"APIBANK_CACHE_DIR": str(cache_dir)}, wait=False)
+    deadline = time.time() + 300
+    while len(read_jsonl(out_dir / "results.jsonl")) < minimum and time.time() < deadline:
+        if run.poll() is not None:
+            break
+        time.sleep(0.2)
+    os.killpg(run.pid, signal.SIGINT)
+    run.communicate(timeout=120)
+    return len(read_jsonl(out_dir / "results.jsonl"))
+
+
+def test_interrupted_xdist_run_resumes_to_100_lines_without_duplicates(tmp_path):
+    with OpenAIStub(default=Reply(text="[GetToday()]"), hold=0.15) as stub:
+        finished = _interrupted_run(tmp_path, stub, tmp_path / "cache", minimum=20)
+        assert 20 <= finished < 100
+        before = len(stub.chat_requests)
+        resumed = bench(tmp_path, "--apibank-model", "stub", "--apibank-base-url", stub.url, "-n", "2",
+                        "--apibank-resume", "--apibank-no-cache")
+        assert resumed.returncode in (0, 1), resumed.stdout[-3000:]
+        # The resumed run asks the model only about the instances that had not finished.
+        assert len(stub.chat_requests) - before == 100 - finished
+    ids = [line["id"] for line in read_jsonl(tmp_path / "results.jsonl")]
+    assert ids == EVAL_IDS
+    assert len([line["id"] for line in read_jsonl(tmp_path / "predictions.jsonl")]) == 100
+
+
+def test_restart_without_resume_calls_the_model_only_for_unfinished_instances(tmp_path):
+    cache = tmp_path / "cache"
+    with OpenAIStub(default=Reply(text="[GetToday()]"), hold=0.15) as stub:
+        finished = _interrupted_run(tmp_path / "first", stub, cache, minimum=15)
+        before = len(stub.chat_requests)
+        again = bench(tmp_path / "second", "--apibank-model", "stub", "--apibank-base-url", stub.url,
+                      "--apibank-level", "all", "-n", "2", env={"APIBANK_CACHE_DIR": str(cache)})
+        assert again.returncode in (0, 1), again.stdout[-3000:]
+        # Finished instances come from the response cache; requests in flight at the interrupt may
+        # have been answered and cached without their result line being written.
+        assert len(stub.chat_requests) - before <= 100 - finished
+    assert len(read_jsonl(tmp_path / "second" / "results.jsonl")) == 100

@@ -1,0 +1,295 @@
+"""The topologies and the Agents SDK runner against the scripted OpenAI stub (real HTTP on 127.0.0.1).
+
+Agents are told apart by what the stub receives: the system prompt (the role) and
+the seed (seed + index + 100 * round, see Agents.ask).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from apibank_bench.agents.pieces import AgentTurn, report
+from apibank_bench.agents.prompts import role_prompt
+from apibank_bench.agents.sdk_runner import parameters_schema
+from apibank_bench.agents.topologies import PIPELINE, WORKER_ROLES, build_topology
+from apibank_bench.config import TEAM_SIZES, RunConfig
+from apibank_bench.llm import ChatClient, ModelConfig
+from apibank_bench.tasks import get_task
+from tests.openai_stub import OpenAIStub, Reply, correct, error, tool_call
+
+TASK = "level-1::AddAgenda-AddAlarm-GetUserToken-level-2-1.jsonl::0"
+GOLD = "[GetUserToken(username='JaneSmith', password='password')]"
+CANONICAL = "[GetUserToken(password='password', username='JaneSmith')]"  # sorted arguments
+DIALOGUE = "DIALOGUE SO FAR"
+
+
+@pytest.fixture(scope="module")
+def task(apibank_root):
+    return get_task(TASK)
+
+
+@pytest.fixture
+def stub():
+    with OpenAIStub(default=correct(GOLD)) as server:
+        yield server
+
+
+def client(stub: OpenAIStub) -> ChatClient:
+    return ChatClient(ModelConfig(base_urls=[stub.url], model="stub-model", api_key="test", timeout=10,
+                                  max_retries=0, cache_dir=None, constrained=False, max_in_flight=16))
+
+
+def solve(stub, task, topology, n=4, r=2, fmt="freeform", script=None):
+    if script is not None:
+        stub.default = lambda body: Reply(script(body))
+    cfg = RunConfig(topology=topology, team_size=n, rounds=r, message_format=fmt)
+    return build_topology(cfg, client(stub))(task)
+
+
+def system(body):
+    return body["messages"][0]["content"]
+
+
+def user(body):
+    return body["messages"][1]["content"]
+
+
+def team_section(body) -> str:
+    text = user(body)
+    if "FROM YOUR TEAM:\n" not in text:
+        return ""
+    return text.split("FROM YOUR TEAM:\n", 1)[1].rsplit("\n\nAnswer with exactly one call", 1)[0]
+
+
+def noted(body) -> str:
+    """An answer that names its author (by seed) and ends with the gold call."""
+    return f"Reasoning <note-{body['seed']}> then {GOLD}"
+
+
+def by_seed(stub) -> dict[int, dict]:
+    seeds = [body["seed"] for body in stub.chat_requests]
+    assert len(seeds) == len(set(seeds)), "two agents sampled with the same seed"
+    return {body["seed"]: body for body in stub.chat_requests}
+
+
+# -- how many model calls each shape makes ----------------------------------------------
+
+def stages(n: int) -> int:
+    return sum(1 for _, joins_at in PIPELINE if joins_at <= n)
+
+
+SHAPES = [("single", 1, 1, 1)]
+SHAPES += [("independent", n, 1, n) for n in TEAM_SIZES]
+SHAPES += [("decentralized", n, r, n * (r + 1)) for n in TEAM_SIZES for r in (1, 2)]
+SHAPES += [("centralized", n, 1, 1 + (n - 1) + 1) for n in TEAM_SIZES]
+SHAPES += [("sequential", n, 1, n) for n in TEAM_SIZES]  # a team of N is N pipeline stages
+
+
+@pytest.mark.parametrize("topology,n,r,calls", SHAPES, ids=[f"{t}-N{n}-R{r}" for t, n, r, _ in SHAPES])
+def test_model_calls_per_instance(stub, task, topology, n, r, calls):
+    solution = solve(stub, task, topology, n, r)
+    assert len(stub.chat_requests) == calls
+    assert solution.model_calls == calls and len(solution.trace["agents"]) == calls
+    assert (solution.prompt_tokens, solution.completion_tokens) == (11 * calls, 7 * calls)
+    assert solution.answer == GOLD and solution.error is None
+
+
+def test_the_shapes_named_in_the_brief():
+    assert dict((t, c) for t, n, r, c in SHAPES if (n, r) == (4, 2)) == {"decentralized": 12}
+    assert [stages(n) for n in TEAM_SIZES] == list(TEAM_SIZES)
+    assert len(WORKER_ROLES) >= max(TEAM_SIZES) - 1
+
+
+# -- who sees what ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_centralized_workers_see_only_the_delegation(stub, task, n):
+    manager = role_prompt("centralized", "manager")
+
+    def script(body):
+        if system(body) == manager and "Write the assignment" in user(body):
+            return "DELEGATION: look up the user's token"
+        return noted(body)
+
+    solution = solve(stub, task, "centralized", n, script=script)
+    bodies = stub.chat_requests
+    workers = [b for b in bodies if system(b) != manager]
+    assert len(workers) == n - 1
+    assert sorted(system(b) for b in workers) == sorted(role_prompt("centralized", r) for r in WORKER_ROLES[: n - 1])
+    for body in workers:
+        assert user(body) == "YOUR ASSIGNMENT:\nDELEGATION: look up the user's token"
+        assert DIALOGUE not in json.dumps(body["messages"]) and "JaneSmith" not in json.dumps(body["messages"])
+    [decide] = [b for b in bodies if system(b) == manager and "Now give the final call" in user(b)]
+    assert DIALOGUE in user(decide)
+    assert all(f"<note-{b['seed']}>" in team_section(decide) for b in workers)
+    assert solution.trace["agents"][-1]["messages"][1]["content"] == user(decide)
+    assert solution.answer == GOLD
+
+
+def test_decentralized_later_rounds_see_peers_previous_answers_not_their_own(stub, task):
+    n, rounds = 4, 2
+    solve(stub, task, "decentralized", n, rounds, script=noted)
+    seen = by_seed(stub)
+    assert sorted(seen) == sorted(i + 100 * r for i in range(n) for r in range(rounds + 1))
+    for seed, body in seen.items():
+        index, round = seed % 100, seed // 100
+        team = team_section(body)
+        if round == 0:
+            assert team == ""
+            continue
+        for peer in range(n):
+            previous = f"<note-{peer + 100 * (round - 1)}>"
+            assert (previous in team) == (peer != index), (seed, peer)
+            assert f"<note-{peer + 100 * round}>" not in team  # nobody sees the current round
+            assert f"<note-{peer + 100 * (round - 2)}>" not in team  # only the previous round
+
+
+def test_sequential_stage_k_sees_the_stages_before_it(stub, task):
+    n = 4
+    roles = [role for role, joins_at in PIPELINE if joins_at <= n]
+    solution = solve(stub, task, "sequential", n, script=noted)
+    seen = by_seed(stub)
+    assert sorted(seen) == [101 * k for k in range(n)]  # stage k is index k, round k
+    for k, role in enumerate(roles):
+        body = seen[101 * k]
+        assert system(body) == role_prompt("sequential", role)
+        assert DIALOGUE in user(body)
+        for j in range(n):
+            assert (f"<note-{101 * j}>" in team_section(body)) == (j < k), (k, j)
+    assert [agent["role"] for agent in solution.trace["agents"]] == roles
+    assert solution.answer == GOLD and f"<note-{101 * (n - 1)}>" in solution.trace["agents"][-1]["answer"]
+
+
+# -- voting -----------------------------------------------------------------------------
+
+A = "[AddAlarm(token='t', time='2023-09-12 13:50:00')]"
+B = "[AddAgenda(token='t', content='Meeting with John', time='2023-09-12 14:00:00', location='office')]"
+
+
+@pytest.mark.parametrize("answers,winner", [
+    ([B, A, A, B], 0),  # 2-2: the earliest agent's call
+    ([A, B, B, A], 0),
+    (["no call here", A, B, B], 2),  # the unparseable answer does not break the 1-2 count
+    (["I am unsure", "I am unsure", "I am unsure", A], 3),  # unparseable answers do not vote
+    ([B, "[AddAlarm(time=' 2023-09-12 13:50:00', token='t')]", A, "??"], 1),  # compared in canonical form
+    (["maybe", "no idea", "No  IDEA", "no idea"], 1),  # none parses: raw answers vote, folded
+])
+def test_independent_vote(stub, task, answers, winner):
+    solution = solve(stub, task, "independent", 4, script=lambda body: answers[body["seed"]])
+    assert solution.trace["vote"]["winner"] == winner
+    assert solution.answer == answers[winner].strip()
+
+
+def test_a_model_error_costs_one_agent_not_the_instance(stub, task):
+    stub.push(error(500))
+    solution = solve(stub, task, "independent", 2)
+    assert solution.answer == GOLD and solution.error is None
+    assert [bool(agent["error"]) for agent in solution.trace["agents"]].count(True) == 1
+    stub.push(error(500))
+    solution = solve(stub, task, "single")
+    assert not solution.answer and "500" in solution.error
+
+
+# -- message formats --------------------------------------------------------------------
+
+FORMAT_CASES = [("sequential", 2, 1), ("decentralized", 2, 1), ("centralized", 2, 1)]
+
+
+def consumer(stub, topology):
+    """The request that received a teammate's report, and the seed of that teammate."""
+    reader, author = {"sequential": (101, 0), "decentralized": (100, 1), "centralized": (200, 101)}[topology]
+    return by_seed(stub)[reader], author
+
+
+@pytest.mark.parametrize("topology,n,r", FORMAT_CASES)
+def test_message_formats_change_what_is_passed_not_the_answer(stub, task, topology, n, r):
+    answers, sections = set(), {}
+    for fmt in ("freeform", "semi_structured", "structured_soft"):
+        stub.requests.clear()
+        solution = solve(stub, task, topology, n, r, fmt, script=noted)
+        answers.add(solution.answer)
+        body, author = consumer(stub, topology)
+        team = team_section(body)
+        sections[fmt] = team
+        note = f"<note-{author}>"
+        if fmt == "freeform":
+            assert f": Reasoning {note} then {GOLD}" in team
+        elif fmt == "semi_structured":
+            assert f"PROPOSED CALL: {CANONICAL}\nNOTES: Reasoning {note} then" in team and GOLD not in team
+        else:
+            [message] = [json.loads(line) for line in team.splitlines() if line.startswith("{")]
+            assert message["proposed_call"] == CANONICAL and message["parsed"] is True
+            assert message["notes"] == f"Reasoning {note} then"
+    assert answers == {GOLD}
+    assert len(set(sections.values())) == 3
+
+
+def test_report_notes_keep_the_prose_between_two_calls():
+    turn = AgentTurn(role="solver", messages=[], answer=f"First {A} but the user wants a schedule, so {B} done",
+                     call="[AddAgenda()]")
+    notes = json.loads(report(turn, "structured_soft"))["notes"]
+    assert notes == "First  but the user wants a schedule, so  done"
+
+
+# -- the OpenAI Agents SDK runner -------------------------------------------------------
+
+def sdk(stub, task):
+    return build_topology(RunConfig(topology="agents_sdk"), client(stub))(task)
+
+
+def test_sdk_tool_call_is_the_prediction(stub, task):
+    stub.push(tool_call("GetUserToken", {"username": "JaneSmith", "password": "password"}))
+    solution = sdk(stub, task)
+    assert solution.answer == GOLD and solution.error is None
+    [body] = stub.chat_requests  # stops at the first tool call: no second model call
+    assert all(r["path"].endswith("/chat/completions") for r in stub.requests)
+    tools = {t["function"]["name"]: t["function"] for t in body["tools"]}
+    assert sorted(tools) == ["AddAgenda", "AddAlarm", "GetUserToken"]
+    assert tools["GetUserToken"]["parameters"]["properties"]["username"]["type"] == "string"
+    assert body["seed"] == 0 and body["model"] == "stub-model"
+    assert DIALOGUE in json.dumps(body["messages"])
+    [agent] = solution.trace["agents"]
+    assert agent["answer"] == GOLD and agent["call"] == CANONICAL and agent["error"] is None
+    assert (solution.prompt_tokens, solution.completion_tokens, solution.model_calls) == (11, 7, 1)
+    assert solution.latency_s > 0 and solution.trace["tool_calls"][0]["name"] == "GetUserToken"
+
+
+def test_sdk_first_of_several_tool_calls_counts(stub, task):
+    stub.push(tool_call("AddAlarm", {"token": "t", "time": "2023-09-12 13:50:00"},
+                        ("GetUserToken", {"username": "JaneSmith", "password": "password"})))
+    solution = sdk(stub, task)
+    assert solution.answer == "[AddAlarm(token='t', time='2023-09-12 13:50:00')]"
+    assert len(stub.chat_requests) == 1
+
+
+def test_sdk_text_answer_with_a_bracketed_call_counts(stub, task):
+    stub.push(correct(f"The user gave credentials, so: {GOLD}"))
+    solution = sdk(stub, task)
+    assert solution.answer == GOLD and solution.trace["tool_calls"] == []
+    assert len(stub.chat_requests) == 1
+
+
+def test_sdk_model_error_is_recorded_not_raised(stub, task):
+    stub.push(error(500))
+    solution = sdk(stub, task)
+    assert not solution.answer and "500" in solution.error
+
+
+def test_sdk_level2_tools_are_toolsearcher_and_what_it_found(stub, apibank_root):
+    stub.push(tool_call("GetUserToken", {"username": "newuser", "password": "newpass"}))
+    solution = sdk(stub, get_task("level-2::AddAgenda-level-3-1.jsonl::2"))
+    assert solution.answer == "[GetUserToken(username='newuser', password='newpass')]"
+    [body] = stub.chat_requests
+    assert [t["function"]["name"] for t in body["tools"]] == ["ToolSearcher", "GetUserToken", "AddAgenda"]
+
+
+def test_parameters_schema_types():
+    schema = parameters_schema({name: {"type": kind, "description": f"d-{name}"} for name, kind in [
+        ("s", "str"), ("i", "int"), ("f", "float"), ("b", "bool"), ("l", "list"), ("ls", "list(str)"),
+        ("other", "datetime")]})
+    types = {name: prop["type"] for name, prop in schema["properties"].items()}
+    assert types == {"s": "string", "i": "integer", "f": "number", "b": "boolean", "l": "array", "ls": "array",
+                     "other": "string"}
+    assert schema["properties"]["ls"]["items"] == {"type": "string"} and schema["properties"]["i"]["description"] == "d-i"
