@@ -18,7 +18,7 @@ from apibank_bench.paths import PROJECT_ROOT
 from apibank_bench.results import read_jsonl
 from apibank_bench.tasks import get_task
 
-from .openai_stub import OpenAIStub, Reply
+from openai_stub import OpenAIStub, Reply
 
 EVAL_IDS = manifests.manifest_ids("all")
 _STABLE = ("id", "level", "correct", "stage", "error", "predicted_call", "gold_call")

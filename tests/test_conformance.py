@@ -8,7 +8,8 @@ the global `random` seeded alike, for the random tokens and appointment IDs). So
 only the API classes differ. Compared, per argument variant: every replayed
 call's result, the call's result (or exception type and message), the
 `check_api_call_correctness` verdict against the gold record (or its exception),
-a repeat of the same call, and the databases of all tools afterwards.
+a repeat of the same call, the gold call made next, and the databases of all
+tools afterwards.
 
 Not compared call by call:
 * ToolSearcher: compared in tests/test_toolsearch.py (upstream's file is not even
@@ -123,14 +124,19 @@ def attempt(action):
         return "raised", exc
 
 
-def run_side(make_env, task, params) -> dict:
-    """Replay, call, check, repeat the call, and collect the databases: all in canonical form."""
+def run_side(make_env, task, params, plain: bool) -> dict:
+    """Replay, call, check, repeat the call, make the gold call, and collect the databases
+    (all in canonical form).
+
+    Our side replays the task's read-only (frozen) parameters, as the scorer does;
+    upstream's gets plain copies, as the reference harness passes them."""
     random.seed(SEED)
     env = make_env()
     outcome = {"replay": []}
     for turn in task.prior_api_turns:
         if turn.api_name != "ToolSearcher":  # as our Environment.replay does
-            outcome["replay"].append(canon(attempt(lambda: env.call(turn.api_name, turn.params))))
+            turn_params = thaw(turn.params) if plain else turn.params
+            outcome["replay"].append(canon(attempt(lambda: env.call(turn.api_name, turn_params))))
     name = task.gold.api_name
     if params is not None:
         status, result = attempt(lambda: env.call(name, params))
@@ -139,6 +145,8 @@ def run_side(make_env, task, params) -> dict:
             check = env.tool(name).check_api_call_correctness
             outcome["check"] = canon(attempt(lambda: check(thaw(result), thaw(task.gold.result))))
         outcome["repeat"] = canon(attempt(lambda: env.call(name, params)))
+        # then the gold call: state left behind by a wrong call shows up here
+        outcome["gold after"] = canon(attempt(lambda: env.call(name, thaw(task.gold.params))))
     for tool_name, tool in sorted(env._tools.items()):
         outcome["database " + tool_name] = canon(tool.database) if hasattr(tool, "database") else None
     return outcome
@@ -151,8 +159,8 @@ def _short(value, limit: int = 400) -> str:
 
 def compare(task, params, root) -> list[str]:
     api_set = specs.api_set_for_level(task.level)
-    ours = run_side(lambda: Environment(api_set, root), task, params)
-    theirs = run_side(lambda: UpstreamEnvironment(upstream_classes(api_set), root), task, params)
+    ours = run_side(lambda: Environment(api_set, root), task, params, plain=False)
+    theirs = run_side(lambda: UpstreamEnvironment(upstream_classes(api_set), root), task, params, plain=True)
     for aspect in [key for key, value in theirs.items() if key.startswith("database ") and value is None]:
         # An upstream class without a `database` (Calculator, most Level-3 classes, which
         # keep their tables in attributes of their own) against our unused empty one.
@@ -191,7 +199,9 @@ def _time_variants(value: str) -> list[str]:
         impossible = ["02-30", "13-01", "00-00"]
     else:
         return []
-    return [moment.strftime(f) for f in formats] + [unpadded] + \
+    fullwidth = value.translate({ord(digit): 0xFF10 + int(digit) for digit in "0123456789"})  # strptime takes these
+    suffixed = [value + ".5", value + "Z", value + "\n"]
+    return [moment.strftime(f) for f in formats] + [unpadded, fullwidth] + suffixed + \
         [(moment + shift).strftime(fmt) for shift in shifts] + impossible
 
 
