@@ -4,8 +4,9 @@ Runs only when APIBANK_UPSTREAM points at an upstream `api-bank` checkout. Both
 sides run in equivalent fresh environments: per-tool copies of the same initial
 databases, each side's own CheckToken as token checker, parameters converted by
 our `convert_parameters`, and the task's earlier API calls replayed first (with
-the global `random` seeded alike, for the random tokens and appointment IDs). So
-only the API classes differ. Compared, per argument variant: every replayed
+the global `random` seeded alike, for the random tokens and appointment IDs; our
+side gets the task's read-only parameters as the scorer does, upstream's plain
+copies as the reference harness does). So only the API classes differ. Compared, per argument variant: every replayed
 call's result, the call's result (or exception type and message), the
 `check_api_call_correctness` verdict against the gold record (or its exception),
 a repeat of the same call, the gold call made next, and the databases of all
@@ -27,7 +28,6 @@ from __future__ import annotations
 import datetime
 import importlib.util
 import inspect
-import json
 import os
 import random
 import re
@@ -381,8 +381,8 @@ def test_pool_task_matches_upstream(case):
         random.seed(SEED)
         for turn in task.prior_api_turns:
             if turn.api_name != "ToolSearcher":
-                up.call(turn.api_name, turn.params)
-        result = up.call(task.gold.api_name, task.gold.params)
+                up.call(turn.api_name, thaw(turn.params))
+        result = up.call(task.gold.api_name, thaw(task.gold.params))
         verdict = bool(up.tool(task.gold.api_name).check_api_call_correctness(thaw(result), thaw(task.gold.result)))
         assert Scorer(root).gold_replay(task).correct == verdict
     assert not mismatches, (

@@ -199,3 +199,12 @@ def test_client_needs_url_and_model():
         ChatClient(ModelConfig(model="m"))
     with pytest.raises(ValueError):
         ChatClient(ModelConfig(base_urls=["http://127.0.0.1:9/v1"]))
+
+
+def test_fold_system_moves_the_system_prompt_into_the_first_user_turn(stub):
+    make_client(stub.url, fold_system=True).complete(MESSAGES + [{"role": "assistant", "content": "x"}])
+    [sent] = stub.chat_requests
+    assert sent["messages"] == [
+        {"role": "user", "content": "You call APIs.\n\nWhat day is it?"},
+        {"role": "assistant", "content": "x"},
+    ]

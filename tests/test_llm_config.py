@@ -40,6 +40,7 @@ def test_every_variable_is_read():
         "APIBANK_EXTRA_BODY": '{"grammar": "root ::= \\"a\\""}',
         "APIBANK_CONSTRAINED": "0",
         "APIBANK_SERVER_KIND": "vllm",
+        "APIBANK_FOLD_SYSTEM": "1",
     }
     cfg = ModelConfig.from_env(env)
     assert cfg.base_urls == ["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"]
@@ -47,7 +48,7 @@ def test_every_variable_is_read():
     assert (cfg.max_tokens, cfg.seed, cfg.timeout, cfg.max_retries, cfg.max_in_flight) == (64, 3, 2.5, 0, 1)
     assert cfg.cache_dir == Path("/tmp/x/responses")
     assert cfg.extra_body == {"grammar": 'root ::= "a"'}
-    assert cfg.constrained is False and not cfg.use_grammar and cfg.server_kind == "vllm"
+    assert cfg.constrained is False and not cfg.use_grammar and cfg.server_kind == "vllm" and cfg.fold_system
 
 
 def test_apibank_base_urls_wins_over_openai_base_url():

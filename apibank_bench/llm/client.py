@@ -114,6 +114,19 @@ class UsageStats:
             return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "_lock"}
 
 
+def fold_system(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """System messages joined and put in front of the first user message (as Gemma's own template does)."""
+    system = "\n\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
+    rest = [dict(m) for m in messages if m.get("role") != "system"]
+    if not system:
+        return rest
+    for message in rest:
+        if message.get("role") == "user":
+            message["content"] = f"{system}\n\n{message.get('content') or ''}"
+            return rest
+    return [{"role": "user", "content": system}, *rest]
+
+
 def is_retryable(exc: BaseException) -> bool:
     """Timeouts, connection errors, 408, 429 and 5xx are worth another try; other errors are not."""
     if isinstance(exc, openai.APIConnectionError):  # APITimeoutError is a subclass
@@ -189,7 +202,7 @@ class ChatClient:
         cfg = self.config
         return {
             "model": cfg.model,
-            "messages": [dict(m) for m in messages],
+            "messages": fold_system(messages) if cfg.fold_system else [dict(m) for m in messages],
             "temperature": cfg.temperature,
             "top_p": cfg.top_p,
             "max_tokens": cfg.max_tokens,

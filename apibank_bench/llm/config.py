@@ -54,6 +54,8 @@ class ModelConfig:
     `cache_dir` None turns the response cache off.
     `constrained` None means "auto": constrain with a grammar when the server
     kind supports grammars (llama.cpp, vLLM), not for plain OpenAI endpoints.
+    `fold_system` moves system messages into the first user message, for chat
+    templates that drop them (llama-cpp-python's `gemma` format does).
     """
 
     base_urls: list[str] = field(default_factory=list)
@@ -70,6 +72,7 @@ class ModelConfig:
     cache_dir: Path | None = None
     constrained: bool | None = None
     server_kind: str = "llama.cpp"
+    fold_system: bool = False
 
     def __post_init__(self) -> None:
         self.base_urls = split_urls(self.base_urls)
@@ -129,6 +132,8 @@ class ModelConfig:
             values["extra_body"] = extra
         if env.get("APIBANK_CONSTRAINED", "").strip():
             values["constrained"] = parse_flag(env["APIBANK_CONSTRAINED"], "APIBANK_CONSTRAINED")
+        if env.get("APIBANK_FOLD_SYSTEM", "").strip():
+            values["fold_system"] = bool(parse_flag(env["APIBANK_FOLD_SYSTEM"], "APIBANK_FOLD_SYSTEM"))
         if env.get("APIBANK_SERVER_KIND", "").strip():
             values["server_kind"] = env["APIBANK_SERVER_KIND"].strip()
 

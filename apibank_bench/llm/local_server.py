@@ -17,6 +17,7 @@ its URL in APIBANK_LOCAL_SERVER_URL, which workers inherit and reuse.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import json
 import os
 import signal
@@ -30,7 +31,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Sequence
 
-from .config import cache_root
+from .config import ModelConfig, cache_root
 
 #: Environment variable through which child processes find a running server.
 URL_ENV = "APIBANK_LOCAL_SERVER_URL"
@@ -99,6 +100,15 @@ def _get(url: str, timeout: float) -> Any:
         return json.loads(response.read())
 
 
+def _post(url: str, body: dict[str, Any], timeout: float) -> Any:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with opener.open(request, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
 def is_healthy(base_url: str, timeout: float = 2.0) -> bool:
     """True when GET {base_url}/models answers with a model list."""
     try:
@@ -164,6 +174,7 @@ class LocalServer:
         self.log_path: Path | None = None
         self.owned = True
         self._url: str | None = None
+        self._port = 0
 
     @classmethod
     def attach(cls, base_url: str, model_alias: str = LOCAL_MODEL) -> "LocalServer":
@@ -188,6 +199,13 @@ class LocalServer:
         if not self.owned:
             return self._url is not None and is_healthy(self._url)
         return self.process is not None and self.process.poll() is None
+
+    def apply(self, config: ModelConfig) -> ModelConfig:
+        """`config` pointed at this server: its URL and model name, system prompt folded
+        into the user turn (the `gemma` chat format drops system messages), llama.cpp grammars."""
+        return dataclasses.replace(
+            config, base_urls=[self.base_url], model=self.model, fold_system=True, server_kind="llama.cpp"
+        )
 
     def command(self, port: int) -> list[str]:
         assert self.model_path is not None
@@ -218,7 +236,7 @@ class LocalServer:
                     self._wait_ready()
                     break
                 except BaseException as exc:  # incl. KeyboardInterrupt: never leave it half-started
-                    self.stop()
+                    self.stop(keep_log=True)
                     port_taken = "address already in use" in log_tail(self.log_path, 200).lower()
                     if not isinstance(exc, LocalServerError) or self.port is not None or attempt == 2 or not port_taken:
                         raise
@@ -235,6 +253,7 @@ class LocalServer:
                 start_new_session=True,  # its own process group: a terminal Ctrl-C reaches us, we stop it
             )
         self._url = f"http://{self.host}:{port}/v1"
+        self._port = port
         atexit.register(self.stop)
 
     def _wait_ready(self) -> None:
@@ -243,22 +262,42 @@ class LocalServer:
             if self.process.poll() is not None:
                 self._fail(f"the local model server exited with code {self.process.returncode}")
             if is_healthy(self._url, timeout=2.0):
+                self._warm_up(deadline)
                 return
             time.sleep(0.25)
         self._fail(f"the local model server did not answer {self._url}/models within {self.startup_timeout:.0f} s")
 
+    def _warm_up(self, deadline: float) -> None:
+        """One 1-token completion: the model really runs (a build for the wrong CPU dies here)."""
+        body = {"model": self.model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+        try:
+            _post(self._url + "/chat/completions", body, timeout=max(5.0, deadline - time.monotonic()))
+        except (OSError, ValueError) as exc:
+            time.sleep(0.5)  # let a crashing server finish exiting, for its exit code
+            code = self.process.poll()
+            hint = ""
+            if code in (-signal.SIGILL, 128 + signal.SIGILL):
+                hint = (" (illegal instruction: llama-cpp-python was built for CPU features this machine "
+                        "does not run, e.g. AMX in a VM; rebuild it with CMAKE_ARGS=\"-DGGML_NATIVE=OFF "
+                        "-DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON\")")
+            status = f"exited with code {code}" if code is not None else f"failed: {exc}"
+            self._fail(f"the local model server {status} on its first completion{hint}")
+
     def _fail(self, message: str) -> None:
-        raise LocalServerError(f"{message}\ncommand: llama_cpp.server {' '.join(self.command(0))}\n"
+        raise LocalServerError(f"{message}\ncommand: llama_cpp.server {' '.join(self.command(self._port))}\n"
                                f"log {self.log_path} (last lines):\n{log_tail(self.log_path)}")
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Terminate the server (SIGTERM to its process group), kill it if it lingers; idempotent."""
+    def stop(self, timeout: float = 10.0, keep_log: bool = False) -> None:
+        """Terminate the server (SIGTERM to its process group), kill it if it lingers; idempotent.
+
+        Its log is deleted unless `keep_log` or the server had died on its own."""
         atexit.unregister(self.stop)
         process, self.process = self.process, None
         if os.environ.get(URL_ENV) == self._url and self.owned:
             os.environ.pop(URL_ENV, None)
         if process is None:
             return
+        crashed = process.poll() is not None  # it died on its own: keep its log
         try:
             if process.poll() is None:
                 _signal_group(process, signal.SIGTERM)
@@ -272,6 +311,8 @@ class LocalServer:
             if process.poll() is None:
                 _signal_group(process, signal.SIGKILL)
                 process.wait()
+        if not (crashed or keep_log) and self.log_path is not None:
+            self.log_path.unlink(missing_ok=True)
 
     def __enter__(self) -> "LocalServer":
         try:
