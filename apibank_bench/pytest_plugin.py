@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from . import config as settings
 from .manifests import select
-from .results import RunFiles, read_jsonl, summarize, to_json
+from .results import RunFiles, read_jsonl, to_json
 from .tasks import split_combined_id
 
 _KEY = "apibank"
@@ -167,33 +166,51 @@ def pytest_json_runtest_metadata(item, call):
 
 
 class _Writer:
-    """Controller-side: the out dir, running accuracy, the closing table."""
+    """Controller-side plugin: the out dir, running accuracy, the closing table."""
 
     def __init__(self, config) -> None:
         self.config = config
         self.files: RunFiles | None = None
         self.started = time.time()
-        self.seen = Counter()
+        self.done = self.correct = 0
+        self.summary: dict | None = None
+
+    def pytest_runtest_logreport(self, report) -> None:
+        if report.when != "call":
+            return
+        for key, value in report.user_properties:
+            if key == _KEY:
+                self.add(json.loads(value))
+
+    def open(self) -> RunFiles:
+        """The out dir, emptied unless resuming (at session start when the benchmark is requested)."""
+        if self.files is None:
+            cfg = run_config(self.config)
+            self.files = RunFiles(Path(cfg.results_dir), resume=cfg.resume)
+        return self.files
+
+    def pytest_sessionstart(self) -> None:
+        if _bench_requested(self.config):
+            self.open()
 
     def add(self, payload: dict) -> None:
-        cfg = run_config(self.config)
-        if self.files is None:
-            self.files = RunFiles(Path(cfg.results_dir), resume=cfg.resume)
-        self.files.append(payload["prediction"], payload["result"], payload.get("trace"))
-        self.seen["done"] += 1
-        self.seen["correct"] += bool(payload["result"]["correct"])
+        self.open().append(payload["prediction"], payload["result"], payload.get("trace"))
+        self.done += 1
+        self.correct += bool(payload["result"]["correct"])
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        done = self.seen["done"]
-        if reporter and done % 25 == 0:
-            reporter.write_line(f"apibank: {done} instances done, running accuracy "
-                                f"{self.seen['correct'] / done:.1%}")
+        if reporter and self.done % 25 == 0:
+            reporter.write_line(f"apibank: {self.done} instances done, running accuracy "
+                                f"{self.correct / self.done:.1%}")
 
-    def finish(self) -> dict | None:
-        if self.files is None:
-            return None
-        cfg = run_config(self.config)
-        return self.files.finalize(selected_ids(self.config), config=_run_metadata(cfg),
-                                   wall_time_s=time.time() - self.started)
+    def pytest_sessionfinish(self) -> None:
+        if self.files is not None:
+            cfg = run_config(self.config)
+            self.summary = self.files.finalize(selected_ids(self.config), config=_run_metadata(cfg),
+                                               wall_time_s=time.time() - self.started)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.summary:
+            _print_table(terminalreporter, run_config(self.config), self.summary)
 
 
 def _run_metadata(cfg: settings.RunConfig) -> dict:
@@ -204,41 +221,12 @@ def _run_metadata(cfg: settings.RunConfig) -> dict:
 
 def pytest_configure(config):
     if not _is_worker(config):
-        config._apibank_writer = _Writer(config)
+        config.pluginmanager.register(_Writer(config), "apibank-writer")
 
 
-def pytest_runtest_logreport(report):
-    if report.when != "call":
-        return
-    writer = getattr(_current_config, "_apibank_writer", None) if _current_config else None
-    if writer is None:
-        return
-    for key, value in report.user_properties:
-        if key == _KEY:
-            writer.add(json.loads(value))
-
-
-_current_config = None
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session):
-    global _current_config
-    _current_config = session.config
-
-
-def pytest_sessionfinish(session):
-    writer = getattr(session.config, "_apibank_writer", None)
-    if writer is not None:
-        session.config._apibank_summary = writer.finish()
-
-
-def pytest_terminal_summary(terminalreporter, config):
-    summary = getattr(config, "_apibank_summary", None)
-    if not summary:
-        return
-    cfg = run_config(config)
-    label = "gold calls (harness self-check, no model)" if cfg.is_gold else f"{cfg.topology} / {summary['config'].get('model', {}).get('model', '?')}"
+def _print_table(terminalreporter, cfg: settings.RunConfig, summary: dict) -> None:
+    model = summary["config"].get("model", {}).get("model", "?")
+    label = "gold calls (harness self-check, no model)" if cfg.is_gold else f"{cfg.topology} / {model}"
     terminalreporter.section(f"API-Bank: {label}")
     terminalreporter.write_line(f"{'level':<8}{'correct':>9}{'total':>7}{'accuracy':>10}")
     for level, row in summary["by_level"].items():

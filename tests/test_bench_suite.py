@@ -40,7 +40,9 @@ def stable(lines: list[dict]) -> list[dict]:
 
 
 def test_gold_run_passes_all_100_in_manifest_order_with_xdist(tmp_path):
-    run = bench(tmp_path, "--apibank-model", "gold", "--apibank-limit", "100", "-n", "2")
+    report = tmp_path / "report.json"
+    run = bench(tmp_path, "--apibank-model", "gold", "--apibank-limit", "100", "-n", "2",
+                "--json-report", f"--json-report-file={report}")
     assert run.returncode == 0, run.stdout[-3000:]
     assert "100 passed" in run.stdout
     assert "harness self-check" in run.stdout
@@ -53,6 +55,10 @@ def test_gold_run_passes_all_100_in_manifest_order_with_xdist(tmp_path):
     assert summary["accuracy"] == 1.0
     assert {level: row["total"] for level, row in summary["by_level"].items()} == {"1": 33, "2": 33, "3": 34}
     assert summary["config"]["model"]["model"] == "gold"
+    # pytest-json-report carries each test's result fields, through xdist too.
+    tests = json.loads(report.read_text())["tests"]
+    assert sorted(test["metadata"]["apibank"]["id"] for test in tests) == sorted(EVAL_IDS)
+    assert all(test["metadata"]["apibank"]["correct"] for test in tests)
 
 
 def test_k_level3_selects_exactly_the_34_level3_instances(tmp_path):
