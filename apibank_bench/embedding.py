@@ -91,16 +91,29 @@ def _load():
         raise ModelUnavailable(
             f"ToolSearcher needs sentence-transformers and torch ({exc}). Install: {INSTALL_HINT}"
         ) from exc
-    hub_folder = hub_snapshot()
-    with _quiet_transformers():
-        if hub_folder is not None:
-            model = SentenceTransformer(str(hub_folder), device="cpu")
-            where = hub_folder
-        else:
+    where = hub_snapshot()
+    kwargs: dict[str, Any] = {}
+    if where is None:
+        try:
             where = build_model_folder()
-            # The ONNX export has no BERT pooler (mean pooling never uses it): do not
-            # create one, rather than have transformers initialize it at random.
-            model = SentenceTransformer(str(where), device="cpu", model_kwargs={"add_pooling_layer": False})
+        except ModelUnavailable:
+            raise
+        except Exception as exc:
+            raise ModelUnavailable(
+                f"cannot build the ToolSearcher embedding model in {cache_dir()} "
+                f"({type(exc).__name__}: {exc}); set {CACHE_ENV} to a writable folder, or install: {INSTALL_HINT}"
+            ) from exc
+        # The ONNX export has no BERT pooler (mean pooling never uses it): do not
+        # create one, rather than have transformers initialize it at random.
+        kwargs["model_kwargs"] = {"add_pooling_layer": False}
+    try:
+        with _quiet_transformers():
+            model = SentenceTransformer(str(where), device="cpu", **kwargs)
+    except Exception as exc:
+        raise ModelUnavailable(
+            f"cannot load the ToolSearcher embedding model from {where}: {type(exc).__name__}: {exc}. "
+            f"Delete that folder to rebuild it, or reinstall: {INSTALL_HINT}"
+        ) from exc
     check_model(model, where)
     return model
 

@@ -12,8 +12,10 @@ from gbnf_check import matches, parse_call, sample
 
 
 L12 = specs(LEVEL12)
-VISIBLE = [L12["AddAgenda"], L12["GetToday"], L12["ToolSearcher"], L12["QueryHistoryToday"]]
+VISIBLE = [L12["AddAgenda"], L12["GetToday"], L12["ToolSearcher"], L12["BookHotel"],
+           L12["TimedSwitch"], L12["AddMeeting"], L12["RecordHealthData"]]
 GRAMMAR = call_grammar(VISIBLE)
+UNTYPED = call_grammar(VISIBLE, typed=False)
 
 
 @pytest.mark.parametrize("text", [
@@ -23,13 +25,32 @@ GRAMMAR = call_grammar(VISIBLE)
     "[ToolSearcher(keywords='add agenda')]",
     r"[AddAgenda(content='it\'s \"fine\" \\ ok\n')]",
     "[AddAgenda(content='ü € 😀 [x] (y) a=b, c')]",
-    "[AddAgenda(token=0, content=-12.5, time=True, location=['a', 'b'])]",
-    "[AddAgenda(location=[])]",
+    "[BookHotel(room_count=2, adult_count='3', child_count=0)]",
+    "[TimedSwitch(name='light', time='2023-03-01 10:00:00', on=True)]",
+    "[TimedSwitch(on='False')]",
+    "[AddMeeting(attendees=['a', 'b'])]",
+    "[AddMeeting(attendees=[])]",
+    "[AddMeeting(attendees='[\"a\"]')]",
+    "[RecordHealthData(user_id='1', health_data=[{'name': 'blood_pressure', 'value': '120/80'}, {'name': 'heart_rate', 'value': 80}])]",
 ])
 def test_accepts_good_calls_and_they_parse(text):
-    assert matches(GRAMMAR, text)
+    assert matches(GRAMMAR, text) and matches(UNTYPED, text)
     name, params = parse_call(text)
-    assert name in {"AddAgenda", "GetToday", "ToolSearcher", "QueryHistoryToday"}
+    assert name in {s["name"] for s in VISIBLE}
+
+
+@pytest.mark.parametrize("text", [
+    "[AddAgenda(token=0)]",  # str parameter: strings only
+    "[AddAgenda(content=['a'])]",
+    "[AddAgenda(time=True)]",
+    "[BookHotel(room_count=[1])]",
+    "[TimedSwitch(on=1)]",
+    "[AddMeeting(attendees=3)]",
+])
+def test_typed_values(text):
+    assert not matches(GRAMMAR, text)
+    assert matches(UNTYPED, text)
+    parse_call(text)
 
 
 @pytest.mark.parametrize("text", [
@@ -42,9 +63,10 @@ def test_accepts_good_calls_and_they_parse(text):
     "[AddAgenda(token='a'b')]",  # unescaped quote
     "[AddAgenda(token='a\nb')]",  # raw newline
     r"[AddAgenda(token='\x41')]",  # escape outside the safe set
-    "[AddAgenda(token=007)]",  # leading zeros: a Python SyntaxError
+    "[BookHotel(room_count=007)]",  # leading zeros: a Python SyntaxError
     "[AddAgenda(token=tok)]",  # bare name
-    "[AddAgenda(token={'a': 1})]",
+    "[AddMeeting(attendees=[['a']])]",  # nested lists
+    "[RecordHealthData(health_data=[{'a': {'b': 1}}])]",  # nested dicts
     "[AddAgenda(token='a',)]",
     "AddAgenda(token='a')",
     " [GetToday()]",
@@ -54,15 +76,20 @@ def test_accepts_good_calls_and_they_parse(text):
 ])
 def test_rejects_everything_else(text):
     assert not matches(GRAMMAR, text)
+    assert not matches(UNTYPED, text)
+
+
+TYPES = {"str": str, "int": (int, float, str), "float": (int, float, str), "bool": (bool, str),
+         "list": (list, str), "list(str)": (list, str)}
 
 
 @pytest.mark.parametrize("api_set", [LEVEL12, LEVEL3])
 def test_random_derivations_parse_as_allowed_calls(api_set):
     rng = random.Random(1234)
     every = list(specs(api_set).values())
-    for _ in range(30):
+    for n in range(30):
         visible = rng.sample(every, rng.randint(1, 5))
-        grammar = call_grammar(visible)
+        grammar = call_grammar(visible, typed=n % 2 == 0)
         allowed = {s["name"]: list(s["input_parameters"]) for s in visible}
         for _ in range(20):
             text = sample(grammar, rng)
@@ -70,6 +97,11 @@ def test_random_derivations_parse_as_allowed_calls(api_set):
             name, params = parse_call(text)
             assert name in allowed
             assert list(params) == [p for p in allowed[name] if p in params]  # spec order, no repeats
+            if n % 2 == 0:
+                declared = {s["name"]: s["input_parameters"] for s in visible}[name]
+                for key, value in params.items():
+                    kind = declared[key]["type"]
+                    assert isinstance(value, TYPES.get(kind, object)), (kind, value)
 
 
 def test_accepts_parameter_names_as_a_list_and_skips_bad_names():

@@ -91,14 +91,16 @@ def test_a_server_that_cannot_start_reports_its_log(tmp_path, monkeypatch):
 def test_no_server_is_left_behind_when_the_owner_dies(how, tmp_path):
     script = textwrap.dedent("""
         import sys, time
-        from apibank_bench.llm.local_server import ensure_local_server
-        url, handle = ensure_local_server()
+        from pathlib import Path
+        from apibank_bench.llm.local_server import ensure_local_server, model_file
+        # logs go to the test's folder: an owner killed by SIGKILL cannot delete its log
+        url, handle = ensure_local_server(model_path=model_file(), root=Path(sys.argv[1]))
         print(handle.pid, flush=True)
         time.sleep(600)
     """)
     env = {k: v for k, v in os.environ.items() if k != URL_ENV}
     env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), env.get("PYTHONPATH", "")])
-    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+    owner = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
     try:
         line = owner.stdout.readline()
         assert line.strip().isdigit(), f"owner did not start a server (exit {owner.poll()})"

@@ -33,6 +33,8 @@ def model_config(cfg: RunConfig, local_url: str | None = None) -> ModelConfig:
         "model": cfg.model or (LOCAL_MODEL if local else None),
         "seed": cfg.seed,
         "no_cache": not cfg.cache,
+        # llama.cpp's gemma chat format drops system messages: fold them into the user turn.
+        "fold_system": True if local else None,
     }
     model = ModelConfig.from_env(**overrides)
     if cfg.constrained is not None:

@@ -5,8 +5,14 @@ the visible APIs and the keywords are that API's own input parameters, each at
 most once and in the order the spec lists them (any subset, so optional
 parameters may be left out). Values are single-quoted strings (no newline, no
 unescaped quote; escapes limited to \\\\ \\' \\" \\n \\t so Python reads them),
-numbers (no leading zeros, which Python rejects), lists of quoted strings, and
-True/False. Everything the grammar accepts parses with `ast` as one call.
+numbers (no leading zeros, which Python rejects), True/False, and lists whose
+items are strings, numbers or flat dicts of those (gold calls such as
+RecordHealthData's `health_data=[{'name': ..., 'value': ...}]` need dicts).
+
+With `typed=True` (the default) each parameter takes the values its declared
+type allows: `str` a string; `int`/`float` a number or a string; `bool`
+True, False or a string; `list`/`list(str)` a list or a string; other types
+any value. Everything the grammar accepts parses with `ast` as one call.
 
 The same text works as llama.cpp GBNF and as vLLM's (xgrammar) grammar;
 `grammar_extra_body` wraps it in the request field each server kind expects.
@@ -19,13 +25,25 @@ from typing import Any, Iterable, Mapping
 
 # Shared value rules (GBNF). Python literal syntax, so `ast.literal_eval` reads each value.
 _VALUE_RULES = r"""
-value ::= string | number | list | "True" | "False"
+value ::= string | number | list | bool
+v-str ::= string
+v-num ::= number | string
+v-bool ::= bool | string
+v-list ::= list | string
 string ::= "'" char* "'"
 char ::= [^'\\\n\r] | "\\" ['"\\nt]
 number ::= "-"? ("0" | [1-9] [0-9]*) ("." [0-9]+)?
-list ::= "[" (string (sep string)*)? "]"
+list ::= "[" (item (sep item)*)? "]"
+item ::= string | number | dict
+dict ::= "{" (pair (sep pair)*)? "}"
+pair ::= string ":" " "? (string | number | bool)
+bool ::= "True" | "False"
 sep ::= "," " "?
 """
+
+# Declared parameter type (as in api_specs.json) -> value rule; anything else takes `value`.
+_TYPED_RULES = {"str": "v-str", "int": "v-num", "float": "v-num", "bool": "v-bool",
+                "list": "v-list", "list(str)": "v-list"}
 
 
 def _literal(text: str) -> str:
@@ -33,26 +51,33 @@ def _literal(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def _param_names(spec: Mapping[str, Any]) -> list[str]:
+def _params(spec: Mapping[str, Any], typed: bool) -> list[tuple[str, str]]:
+    """(name, value rule) of each usable input parameter, in spec order."""
     params = spec.get("input_parameters") or {}
-    names = list(params) if isinstance(params, (Mapping, list, tuple)) else []
-    # A name that is not an identifier could never appear in a parseable call.
-    return [n for n in names if isinstance(n, str) and n.isidentifier()]
+    if not isinstance(params, Mapping):
+        params = {name: {} for name in params}
+    out = []
+    for name, info in params.items():
+        # A name that is not an identifier could never appear in a parseable call.
+        if isinstance(name, str) and name.isidentifier():
+            kind = info.get("type") if typed and isinstance(info, Mapping) else None
+            out.append((name, _TYPED_RULES.get(kind, "value")))
+    return out
 
 
-def call_grammar(specs: Iterable[Mapping[str, Any]]) -> str:
+def call_grammar(specs: Iterable[Mapping[str, Any]], *, typed: bool = True) -> str:
     """GBNF for one bracketed call to one of `specs`.
 
     Each spec is a dict with `name` and `input_parameters` (a dict keyed by
-    parameter name, as in data/api_specs.json, or a list of names).
+    parameter name with a `type`, as in data/api_specs.json, or a list of names).
     """
-    apis: list[tuple[str, list[str]]] = []
+    apis: list[tuple[str, list[tuple[str, str]]]] = []
     seen: set[str] = set()
     for spec in specs:
         name = spec["name"]
         if name.isidentifier() and name not in seen:
             seen.add(name)
-            apis.append((name, _param_names(spec)))
+            apis.append((name, _params(spec, typed)))
     if not apis:
         raise ValueError("call_grammar needs at least one API with an identifier name")
 
@@ -64,10 +89,10 @@ def call_grammar(specs: Iterable[Mapping[str, Any]]) -> str:
         first = " | ".join(f"api{i}-p{j}" for j in range(len(params)))
         lines.append(f"api{i} ::= {_literal(name + '(')} ({first})? \")\"")
         # api{i}-p{j}: parameter j, then optionally any later parameter (ordered subset).
-        for j, param in enumerate(params):
+        for j, (param, rule) in enumerate(params):
             rest = " | ".join(f"api{i}-p{k}" for k in range(j + 1, len(params)))
             tail = f" (sep ({rest}))?" if rest else ""
-            lines.append(f"api{i}-p{j} ::= {_literal(param + '=')} value{tail}")
+            lines.append(f"api{i}-p{j} ::= {_literal(param + '=')} {rule}{tail}")
     return "\n".join(lines) + "\n" + _VALUE_RULES.lstrip("\n")
 
 
@@ -90,8 +115,10 @@ def grammar_extra_body(grammar: str, server_kind: str = "llama.cpp") -> dict[str
     raise ValueError(f"unknown server kind {server_kind!r}")
 
 
-def call_extra_body(specs: Iterable[Mapping[str, Any]], server_kind: str = "llama.cpp") -> dict[str, Any]:
+def call_extra_body(
+    specs: Iterable[Mapping[str, Any]], server_kind: str = "llama.cpp", *, typed: bool = True
+) -> dict[str, Any]:
     """Shortcut: the grammar for `specs`, wrapped for `server_kind`."""
     if server_kind == "none":
         return {}
-    return grammar_extra_body(call_grammar(specs), server_kind)
+    return grammar_extra_body(call_grammar(specs, typed=typed), server_kind)

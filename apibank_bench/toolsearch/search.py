@@ -67,12 +67,12 @@ class Catalog:
         goes to the earlier entry. `keywords` is passed to `encode` untouched, so
         non-string input fails as it does upstream.
         """
-        from sentence_transformers import util
-
         from .. import embedding
 
-        desc_embeddings = self.embeddings()
+        desc_embeddings = self.embeddings()  # loads the model: ModelUnavailable if it cannot
         keyword_embedding = embedding.encode(keywords)
+        from sentence_transformers import util
+
         best, best_score = None, 0
         for i, desc_embedding in enumerate(desc_embeddings):
             score = util.cos_sim(keyword_embedding, desc_embedding).item()
