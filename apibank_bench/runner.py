@@ -37,7 +37,10 @@ def solve_and_score(task: Task, solver: Solver, scorer: Scorer) -> Outcome:
         solution = Solution(answer=None, error=f"{type(exc).__name__}: {exc}",
                             trace={"traceback": traceback.format_exc()})
     elapsed = time.perf_counter() - started
-    score = scorer.score(task, solution.answer)
+    try:
+        score = scorer.score(task, solution.answer)
+    except Exception as exc:  # a scorer bug must not lose the instance either
+        score = Score(False, "score", f"scorer error: {type(exc).__name__}: {exc}")
     if solution.error and score.stage == "parse":
         score = Score(False, "parse", f"model error: {solution.error}")
     agents = solution.trace.get("agents")

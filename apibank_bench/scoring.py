@@ -84,7 +84,11 @@ class Scorer:
         if name == "ToolSearcher":
             from .toolsearch import score_toolsearcher
 
-            correct, error, result = score_toolsearcher(task, arguments, self.toolsearcher_scorer_for(task), self.root)
+            try:
+                correct, error, result = score_toolsearcher(task, arguments, self.toolsearcher_scorer_for(task),
+                                                            self.root)
+            except Exception as exc:  # as the reference: a failed search (even a missing model) scores 0, with why
+                return Score(False, "score", _describe(exc), name, arguments)
             return Score(correct, "score", error, name, arguments, result)
 
         try:

@@ -130,10 +130,10 @@ def test_a_wrong_model_fails_every_instance_at_its_stage(tmp_path, wrong_model):
     assert all(line["prompt_tokens"] > 0 for line in results)
 
 
-def _interrupted_run(out_dir: Path, stub: OpenAIStub, cache_dir: Path, minimum: int) -> int:
-    """Start a 2-worker run on the 100 eval instances and interrupt it once `minimum` have finished."""
+def _interrupted_run(out_dir: Path, stub: OpenAIStub, cache_dir: Path, minimum: int, limit: int = 100) -> int:
+    """Start a 2-worker run on the first `limit` eval instances; interrupt it once `minimum` have finished."""
     run = bench(out_dir, "--apibank-model", "stub", "--apibank-base-url", stub.url, "-n", "2",
-                "--apibank-level", "all", env={"APIBANK_CACHE_DIR": str(cache_dir)}, wait=False)
+                "--apibank-limit", str(limit), env={"APIBANK_CACHE_DIR": str(cache_dir)}, wait=False)
     deadline = time.time() + 300
     while len(read_jsonl(out_dir / "results.jsonl")) < minimum and time.time() < deadline:
         if run.poll() is not None:
@@ -162,12 +162,13 @@ def test_interrupted_xdist_run_resumes_to_100_lines_without_duplicates(tmp_path)
 def test_restart_without_resume_calls_the_model_only_for_unfinished_instances(tmp_path):
     cache = tmp_path / "cache"
     with OpenAIStub(default=Reply(text="[GetToday()]"), hold=0.15) as stub:
-        finished = _interrupted_run(tmp_path / "first", stub, cache, minimum=15)
+        finished = _interrupted_run(tmp_path / "first", stub, cache, minimum=10, limit=40)
+        assert 10 <= finished < 40
         before = len(stub.chat_requests)
         again = bench(tmp_path / "second", "--apibank-model", "stub", "--apibank-base-url", stub.url,
-                      "--apibank-level", "all", "-n", "2", env={"APIBANK_CACHE_DIR": str(cache)})
+                      "--apibank-limit", "40", "-n", "2", env={"APIBANK_CACHE_DIR": str(cache)})
         assert again.returncode in (0, 1), again.stdout[-3000:]
         # Finished instances come from the response cache; requests in flight at the interrupt may
         # have been answered and cached without their result line being written.
-        assert len(stub.chat_requests) - before <= 100 - finished
-    assert len(read_jsonl(tmp_path / "second" / "results.jsonl")) == 100
+        assert len(stub.chat_requests) - before <= 40 - finished
+    assert len(read_jsonl(tmp_path / "second" / "results.jsonl")) == 40
