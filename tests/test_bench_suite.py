@@ -172,3 +172,31 @@ def test_restart_without_resume_calls_the_model_only_for_unfinished_instances(tm
         # have been answered and cached without their result line being written.
         assert len(stub.chat_requests) - before <= 40 - finished
     assert len(read_jsonl(tmp_path / "second" / "results.jsonl")) == 40
+
+
+def _llama_servers() -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "llama_cpp.server" in line]
+
+
+@pytest.mark.slow
+def test_no_endpoint_means_the_embedded_model_solves_two_instances(tmp_path):
+    env = {key: value for key, value in os.environ.items()
+           if key not in {"OPENAI_BASE_URL", "APIBANK_BASE_URLS", "APIBANK_BASE_URL", "APIBANK_MODEL",
+                          "APIBANK_LOCAL_SERVER_URL"}}
+    before = _llama_servers()
+    run = subprocess.run([sys.executable, "-m", "apibank_bench", "run", "--limit", "2", "--no-cache",
+                          "--out-dir", str(tmp_path)], cwd=PROJECT_ROOT, env=env, capture_output=True,
+                         text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "starting the embedded local model" in run.stdout
+    results = read_jsonl(tmp_path / "results.jsonl")
+    assert [line["id"] for line in results] == EVAL_IDS[:2]
+    # Grammar-constrained decoding: every answer parses, right or wrong.
+    assert all(line["stage"] != "parse" and line["predicted_call"] for line in results), results
+    assert all(line["completion_tokens"] > 0 for line in results)
+    assert len(read_jsonl(tmp_path / "predictions.jsonl")) == 2
+    assert len(list((tmp_path / "traces").glob("*.json"))) == 2
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["config"]["model"]["constrained"] is True
+    assert _llama_servers() == before  # the server is stopped with the run
