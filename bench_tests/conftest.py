@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from apibank_bench.agents import build_solver
-from apibank_bench.agents.models import model_client
+from apibank_bench.agents.models import EndpointUnreachable, model_client
 from apibank_bench.pytest_plugin import local_base_url, run_config
 from apibank_bench.paths import DataMissing, require_root
 from apibank_bench.scoring import Scorer
@@ -34,7 +34,10 @@ def apibank_scorer(apibank_config, apibank_root):
 @pytest.fixture(scope="session")
 def apibank_model(apibank_config, pytestconfig):
     """The shared chat client (None for the gold self-check); starts the embedded model if needed."""
-    return model_client(apibank_config, lambda: local_base_url(pytestconfig))
+    try:
+        return model_client(apibank_config, lambda: local_base_url(pytestconfig))
+    except (EndpointUnreachable, ValueError) as exc:
+        pytest.exit(f"apibank: {exc}", returncode=3)
 
 
 @pytest.fixture

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import urllib.error
+import urllib.request
 from typing import Callable
 
 from ..config import RunConfig
@@ -50,7 +52,25 @@ def model_client(cfg: RunConfig, local_url: Callable[[], str]) -> ChatClient | N
     """The run's shared client, None for the gold self-check; starts the embedded model if needed."""
     if cfg.is_gold:
         return None
-    return ChatClient(model_config(cfg, local_url() if needs_local_server(cfg) else None))
+    config = model_config(cfg, local_url() if needs_local_server(cfg) else None)
+    for url in config.base_urls:
+        reachable(url)
+    return ChatClient(config)
+
+
+class EndpointUnreachable(RuntimeError):
+    """No server answers at a configured base URL (a run would only collect connection errors)."""
+
+
+def reachable(base_url: str, timeout: float = 10.0) -> None:
+    """Fail fast, once per run, when nothing listens at `base_url` (any HTTP answer will do)."""
+    try:
+        urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return  # it answered (401, 404...): the endpoint is there
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise EndpointUnreachable(f"cannot reach the model endpoint {base_url}: {reason}") from None
 
 
 def describe_model(cfg: RunConfig) -> dict:
