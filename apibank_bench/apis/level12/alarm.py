@@ -22,6 +22,17 @@ def _find(database, username, time):
     return None
 
 
+def _locate(api, token, time):
+    """Delete and Query alike: check the time and the token, then find the user's alarm."""
+    _check_time(time)
+    username = api.token_checker.check_token(token)
+    key = _find(api.database, username, time)
+    if key is None:
+        # (upstream guards this with `if time`, always true once the format check passed)
+        raise Exception(f"You have no alarm clock at time : {time}")
+    return key
+
+
 # Each class defines its own `call`: a missing-argument TypeError names it.
 @LEVEL12.register
 class AddAlarm(Api):
@@ -47,12 +58,7 @@ class DeleteAlarm(Api):
         return self.respond({"token": token, "time": time}, lambda: self.run(token, time))
 
     def run(self, token, time):
-        _check_time(time)
-        username = self.token_checker.check_token(token)
-        key = _find(self.database, username, time)
-        if key is None:
-            # (upstream guards this with `if time`, always true once the format check passed)
-            raise Exception(f"You have no alarm clock at time : {time}")
+        key = _locate(self, token, time)
         del self.database[key]
         return "success"
 
@@ -86,11 +92,7 @@ class QueryAlarm(Api):
         return self.respond({"token": token, "time": time}, lambda: self.run(token, time))
 
     def run(self, token, time):
-        _check_time(time)
-        username = self.token_checker.check_token(token)
-        key = _find(self.database, username, time)
-        if key is None:
-            raise Exception(f"You have no alarm clock at time : {time}")
+        key = _locate(self, token, time)
         return self.database[key]  # the stored item itself, as upstream returns it
 
     def check_api_call_correctness(self, response, groundtruth):

@@ -24,8 +24,14 @@ def _find(database, username, content, time):
     return None
 
 
-def _no_reminder(content, time) -> Exception:
-    return Exception(f"You have no reminder about {content} or at time : {time}")
+def _locate(api, token, content, time):
+    """Delete, Modify and Query alike: check the input and the token, then find the user's reminder."""
+    _check(time, content)
+    username = api.token_checker.check_token(token)
+    key = _find(api.database, username, content, time)
+    if key is None:
+        raise Exception(f"You have no reminder about {content} or at time : {time}")
+    return key
 
 
 def _same_reminder(response, groundtruth) -> bool:
@@ -65,11 +71,7 @@ class DeleteReminder(Api):
         return self.respond(inputs, lambda: self.run(token, content, time))
 
     def run(self, token, content, time):
-        _check(time, content)
-        username = self.token_checker.check_token(token)
-        key = _find(self.database, username, content, time)
-        if key is None:
-            raise _no_reminder(content, time)
+        key = _locate(self, token, content, time)
         del self.database[key]
         return "success"
 
@@ -87,11 +89,7 @@ class ModifyReminder(Api):
         return self.respond(inputs, lambda: self.run(token, content, time))
 
     def run(self, token, content, time):
-        _check(time, content)
-        username = self.token_checker.check_token(token)
-        key = _find(self.database, username, content, time)
-        if key is None:
-            raise _no_reminder(content, time)
+        key = _locate(self, token, content, time)
         # Updated in place (a dict returned earlier by a query sees the change).
         self.database[key]["content"] = content
         self.database[key]["time"] = time
@@ -109,11 +107,7 @@ class QueryReminder(Api):
         return self.respond(inputs, lambda: self.run(token, content, time))
 
     def run(self, token, content, time):
-        _check(time, content)
-        username = self.token_checker.check_token(token)
-        key = _find(self.database, username, content, time)
-        if key is None:
-            raise _no_reminder(content, time)
+        key = _locate(self, token, content, time)
         return self.database[key]  # the stored item itself, as upstream returns it
 
     def check_api_call_correctness(self, response, groundtruth):
