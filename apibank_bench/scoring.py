@@ -18,7 +18,7 @@ from .environment import Environment
 from .frozen import thaw
 from .parsing import ParseError, parse_call
 from .paths import require_root
-from .tasks import Task
+from .tasks import Task, render_call
 
 TOOLSEARCHER_SCORERS = ("official", "upstream", "keyword")
 _SCORER_ALIASES = {"official_frozen": "official", "frozen": "official", "raw": "upstream"}
@@ -49,8 +49,6 @@ class Score:
 
     @property
     def predicted_call(self) -> str | None:
-        from .tasks import render_call
-
         return None if self.api_name is None else render_call(self.api_name, self.arguments)
 
     def to_dict(self) -> dict[str, Any]:
