@@ -82,7 +82,9 @@ def _call_node(args_text: str) -> ast.Call:
         raise ParseError(f"invalid API call syntax: {exc.msg}") from None
     except (RecursionError, MemoryError, ValueError) as exc:  # absurdly nested or NUL bytes
         raise ParseError(f"invalid API call syntax: {type(exc).__name__}") from None
-    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.func.id != "_f":
+    # Quirk kept from the reference: only the outermost call is read, so `[F(a=1)(b=2)]`
+    # (argument text `a=1)(b=2`, parsed as `_f(a=1)(b=2)`) reads as F(b=2).
+    if not isinstance(node, ast.Call):
         raise ParseError("API call must use keyword arguments only")
     if node.args:
         raise ParseError("API call must use keyword arguments only (positional argument found)")

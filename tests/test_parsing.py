@@ -26,6 +26,7 @@ from apibank_bench.tasks import render_call
         ("Sure! [A(x=1)] no wait, [B(y=2)] is right.", "B", {"y": 2}),
         ("```\n[A(x=1)]\n```", "A", {"x": 1}),
         ("[A(x=1)] then [B(2)]", "A", {"x": 1}),  # the last *parseable* candidate
+        ("[F(a=1)(b=2)]", "F", {"b": 2}),  # the reference's quirk: only the outermost call is read
     ],
 )
 def test_parses(answer, name, arguments):
