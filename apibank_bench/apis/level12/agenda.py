@@ -22,6 +22,22 @@ def _find(database, username, content, time):
     return None
 
 
+def _lookup(api, token, content, time):
+    """Delete, Modify and Query alike: check the time and the token, then find the user's item."""
+    if time:  # quirk: an empty time skips the format check
+        _check_time(time)
+    username = api.token_checker.check_token(token)
+    return username, _find(api.database, username, content, time)
+
+
+def _raise_missing(noun, content, time) -> None:
+    """The not-found error, naming the content if given, else the time (none if both are empty)."""
+    if content:
+        raise Exception(f"You have no {noun} about {content}")
+    if time:
+        raise Exception(f"You have no {noun} at time : {time}")
+
+
 def _same_agenda(response, groundtruth) -> bool:
     """Content by word overlap (case-sensitive), then time, location, output, exception."""
     return (
@@ -67,19 +83,13 @@ class DeleteAgenda(Api):
         return self.respond(inputs, lambda: self.run(token, content, time, location))
 
     def run(self, token, content, time, location):
-        if time:  # quirk: an empty time skips the format check
-            _check_time(time)
-        username = self.token_checker.check_token(token)
-        key = _find(self.database, username, content, time)
+        username, key = _lookup(self, token, content, time)
         if key is not None:
             del self.database[key]
             return "success"
         # Quirk: the messages say "meeting"; with empty content and time, nothing
         # deleted still reports success.
-        if content:
-            raise Exception(f"You have no meeting about {content}")
-        if time:
-            raise Exception(f"You have no meeting at time : {time}")
+        _raise_missing("meeting", content, time)
         return "success"
 
     def check_api_call_correctness(self, response, groundtruth):
@@ -96,17 +106,11 @@ class ModifyAgenda(Api):
         return self.respond(inputs, lambda: self.run(token, content, time, location))
 
     def run(self, token, content, time, location):
-        if time:  # quirk: an empty time skips the format check
-            _check_time(time)
-        username = self.token_checker.check_token(token)
-        key = _find(self.database, username, content, time)
+        username, key = _lookup(self, token, content, time)
         if key is not None:
             self.database[key] = {"username": username, "content": content, "time": time, "location": location}
             return "success"
-        if content:
-            raise Exception(f"You have no agenda about {content}")
-        if time:
-            raise Exception(f"You have no agenda at time : {time}")
+        _raise_missing("agenda", content, time)
         # Quirk: returned, not raised: the output is an Exception object.
         return Exception("Error")
 
@@ -121,16 +125,10 @@ class QueryAgenda(Api):
         return self.respond(inputs, lambda: self.run(token, content, time, location))
 
     def run(self, token, content, time, location):
-        if time:  # quirk: an empty time skips the format check
-            _check_time(time)
-        username = self.token_checker.check_token(token)
-        key = _find(self.database, username, content, time)
+        username, key = _lookup(self, token, content, time)
         if key is not None:
             return self.database[key]  # the stored item itself, as upstream returns it
-        if content:
-            raise Exception(f"You have no agenda about {content}")
-        if time:
-            raise Exception(f"You have no agenda at time : {time}")
+        _raise_missing("agenda", content, time)
         raise Exception("Error")
 
     def check_api_call_correctness(self, response, groundtruth):
