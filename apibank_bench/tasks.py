@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from .frozen import freeze
 from .paths import LEVEL3_FILE, LEVEL_DIRS, require_root
@@ -152,10 +152,6 @@ def load_level(level: str, root: str | Path | None = None) -> tuple[Task, ...]:
     return _load_level(str(require_root(root)), str(level))
 
 
-def load_all(root: str | Path | None = None) -> tuple[Task, ...]:
-    return tuple(task for level in LEVELS for task in load_level(level, root))
-
-
 def split_combined_id(task_id: str) -> tuple[str, str]:
     """`level-2::X` -> ("2", "X"); an unprefixed Level-3 ID gives ("3", id); else ("", id)."""
     prefix, sep, rest = task_id.partition("::")
@@ -182,7 +178,3 @@ def get_task(task_id: str, level: str | None = None, root: str | Path | None = N
         if task is not None:
             return task
     raise KeyError(f"no API-Bank task with ID {task_id!r}")
-
-
-def get_tasks(task_ids: Iterable[str], level: str | None = None, root: str | Path | None = None) -> list[Task]:
-    return [get_task(task_id, level, root) for task_id in task_ids]
