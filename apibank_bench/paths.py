@@ -27,7 +27,9 @@ class DataMissing(RuntimeError):
 
 def resolve_root(explicit: str | os.PathLike | None = None) -> Path:
     """`explicit` (from --apibank-root), else $APIBANK_ROOT, else vendor/api-bank/."""
-    chosen = explicit or os.environ.get("APIBANK_ROOT") or VENDORED_ROOT
+    from .settings import value_from_environment
+
+    chosen = explicit or value_from_environment("root") or VENDORED_ROOT
     return Path(chosen).expanduser().resolve()
 
 

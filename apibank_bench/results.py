@@ -21,7 +21,7 @@ RESULTS = "results.jsonl"
 PREDICTIONS = "predictions.jsonl"
 SUMMARY = "summary.json"
 TRACES = "traces"
-STAGES = ("parse", "api_name", "score")
+STAGES = ("parse", "api_name", "score", "error")  #: "error": no answer to score (model, harness or time limit)
 
 
 def to_json(value: Any) -> str:
@@ -80,7 +80,9 @@ class RunFiles:
             order = list(order)
             for name in (PREDICTIONS, RESULTS):
                 put_in_order(self.out_dir / name, order)
-            summary = summarize(read_jsonl(self.out_dir / RESULTS), config, wall_time_s)
+            wanted = set(order)
+            results = [line for line in read_jsonl(self.out_dir / RESULTS) if line["id"] in wanted]
+            summary = summarize(results, config, wall_time_s, selected=len(order))
             write_atomic(self.out_dir / SUMMARY, json.dumps(summary, indent=1, ensure_ascii=False))
             return summary
 
@@ -118,7 +120,10 @@ def put_in_order(path: Path, order: list[str]) -> None:
         write_atomic(path, "".join(to_json(line) + "\n" for line in ordered))
 
 
-def summarize(results: list[dict], config: dict | None = None, wall_time_s: float | None = None) -> dict:
+def summarize(results: list[dict], config: dict | None = None, wall_time_s: float | None = None,
+              selected: int | None = None) -> dict:
+    """Accuracy overall and per level. Errored instances count as not correct in `accuracy`;
+    `accuracy_completed` leaves them out. `not_run`: selected instances with no line at all."""
     by_level: dict[str, dict] = {}
     for level in sorted({line["level"] for line in results}):
         rows = [line for line in results if line["level"] == level]
@@ -130,6 +135,10 @@ def summarize(results: list[dict], config: dict | None = None, wall_time_s: floa
     summary = {**_accuracy(results), "by_level": by_level,
                "failures_by_stage": {stage: failures.get(stage, 0) for stage in STAGES},
                "tokens": dict(tokens)}
+    if selected is not None:
+        summary["selected"] = selected
+        summary["not_run"] = max(selected - len(results), 0)
+    summary["complete"] = not summary["errors"] and not summary.get("not_run")
     if wall_time_s is not None:
         summary["wall_time_s"] = round(wall_time_s, 3)
     if config:
@@ -139,7 +148,11 @@ def summarize(results: list[dict], config: dict | None = None, wall_time_s: floa
 
 def _accuracy(rows: list[dict]) -> dict:
     correct = sum(1 for line in rows if line["correct"])
-    return {"total": len(rows), "correct": correct, "accuracy": correct / len(rows) if rows else 0.0}
+    errors = sum(1 for line in rows if line["stage"] == "error")
+    completed = len(rows) - errors
+    return {"total": len(rows), "correct": correct, "errors": errors,
+            "accuracy": correct / len(rows) if rows else 0.0,
+            "accuracy_completed": correct / completed if completed else None}
 
 
 def score_predictions_file(predictions: Path, out_dir: Path, level: str | None = None,

@@ -1,5 +1,5 @@
-"""Fixtures of the benchmark: the data root, the scorer and the model are per session;
-the topology is built per test."""
+"""Fixtures of the benchmark. Per session: the data root, the scorer, the model, the topology and
+the pool that keeps this process's instances in flight. Per test: its instance's result."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import pytest
 
 from apibank_bench.agents import build_solver
 from apibank_bench.agents.models import EndpointUnreachable, model_client
-from apibank_bench.pytest_plugin import local_base_url, run_config
+from apibank_bench.instances import InstancePool, RunStopped
 from apibank_bench.paths import DataMissing, require_root
+from apibank_bench.plugin import my_instances, record, run_config
+from apibank_bench.plugin.keys import MODEL, POOL
 from apibank_bench.scoring import Scorer
 from apibank_bench.tasks import get_task
 
@@ -23,7 +25,7 @@ def apibank_root(apibank_config):
     try:
         return require_root(apibank_config.root)
     except DataMissing as exc:
-        pytest.exit(str(exc), returncode=4)
+        pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 @pytest.fixture(scope="session")
@@ -34,18 +36,42 @@ def apibank_scorer(apibank_config, apibank_root):
 @pytest.fixture(scope="session")
 def apibank_model(apibank_config, pytestconfig):
     """The shared chat client (None for the gold self-check); starts the embedded model if needed."""
+    endpoint = pytestconfig.pluginmanager.get_plugin("apibank-endpoint")
     try:
-        return model_client(apibank_config, lambda: local_base_url(pytestconfig))
+        client = model_client(apibank_config, endpoint.base_url)
     except (EndpointUnreachable, ValueError) as exc:
         pytest.exit(f"apibank: {exc}", returncode=3)
+    pytestconfig.stash[MODEL] = client
+    return client
 
 
-@pytest.fixture
-def apibank_task(apibank_task_id, apibank_root):
-    return get_task(apibank_task_id, root=apibank_root)
-
-
-@pytest.fixture
+@pytest.fixture(scope="session")
 def apibank_solver(apibank_config, apibank_model):
-    """The topology for this test, a small graph over the shared agent pieces."""
+    """The run's topology, built once: a small graph over the shared agent pieces."""
     return build_solver(apibank_config, apibank_model)
+
+
+@pytest.fixture(scope="session")
+def apibank_pool(request, apibank_config, apibank_root, apibank_solver, apibank_scorer):
+    """Solves this process's instances, `concurrency` at a time, starting with the first tests'."""
+    cfg = apibank_config
+    pool = InstancePool(lambda task_id: get_task(task_id, root=apibank_root), apibank_solver, apibank_scorer,
+                        concurrency=cfg.instances_in_flight, time_limit=cfg.instance_timeout or None,
+                        breaker=cfg.max_consecutive_errors)
+    request.config.stash[POOL] = pool
+    pool.start(my_instances(request.session))
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def apibank_result(request, apibank_task_id, apibank_pool):
+    """This instance's result. An error (no answer to score) fails the setup, so pytest reports an error."""
+    try:
+        result = apibank_pool.result(apibank_task_id)
+    except RunStopped as exc:
+        pytest.skip(f"apibank: {exc}")
+    record(request.node, result.payload)
+    if result.is_error:
+        pytest.fail(f"[error] {result.score.error}", pytrace=False)
+    return result

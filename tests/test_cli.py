@@ -8,7 +8,6 @@ from apibank_bench import manifests
 from apibank_bench.cli import build_parser
 from apibank_bench.paths import PROJECT_ROOT
 from apibank_bench.results import read_jsonl
-from apibank_bench.run import pytest_args
 from apibank_bench.tasks import get_task
 
 
@@ -45,16 +44,3 @@ def test_tasks_command_counts_every_level():
     assert run.returncode == 0, run.stderr
     assert "level 1: 389 tasks" in run.stdout and "level 3: 245 tasks" in run.stdout
     assert "total: 753 tasks" in run.stdout
-
-
-def test_run_is_a_thin_wrapper_over_pytest():
-    args = build_parser().parse_args(["run", "--topology", "decentralized", "--team-size", "8", "--rounds", "1",
-                                      "--limit", "5", "--model", "m", "--base-url", "http://a/v1", "http://b/v1",
-                                      "--no-constrained", "--batch", "-n", "2"])
-    argv = pytest_args(args)
-    assert argv[0].endswith("bench_tests")
-    joined = " ".join(argv)
-    for fragment in ["--apibank-topology decentralized", "--apibank-team-size 8", "--apibank-rounds 1",
-                     "--apibank-limit 5", "--apibank-model m", "--apibank-base-url http://a/v1,http://b/v1",
-                     "--apibank-no-constrained", "-n 2"]:
-        assert fragment in joined

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from apibank_bench.llm import ChatClient, ModelConfig, call_extra_body
-from apibank_bench.llm.local_server import URL_ENV, LocalServer, LocalServerError, ensure_local_server, is_healthy
+from apibank_bench.llm.local_server import LocalServer, LocalServerError, is_healthy
 from apibank_bench.specs import LEVEL12, specs
 from gbnf_check import parse_call
 from openai_stub import OpenAIStub
@@ -51,7 +51,6 @@ def wait_gone(pid: int, seconds: float = 15.0) -> bool:
 
 @needs_model
 def test_embedded_model_answers_one_constrained_call(monkeypatch):
-    monkeypatch.delenv(URL_ENV, raising=False)
     visible = [specs(LEVEL12)["AddAlarm"], specs(LEVEL12)["GetToday"]]
     allowed = {s["name"]: set(s["input_parameters"]) for s in visible}
     catalog = "\n".join(f"- {s['name']}: {s['description']} Parameters: {', '.join(s['input_parameters'])}" for s in visible)
@@ -75,7 +74,6 @@ def test_embedded_model_answers_one_constrained_call(monkeypatch):
 
 @needs_model
 def test_a_server_that_cannot_start_reports_its_log(tmp_path, monkeypatch):
-    monkeypatch.delenv(URL_ENV, raising=False)
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"not a gguf file")
     server = LocalServer(bad, root=tmp_path, startup_timeout=60)
@@ -92,13 +90,13 @@ def test_no_server_is_left_behind_when_the_owner_dies(how, tmp_path):
     script = textwrap.dedent("""
         import sys, time
         from pathlib import Path
-        from apibank_bench.llm.local_server import ensure_local_server, model_file
+        from apibank_bench.llm.local_server import model_file, start_local_server
         # logs go to the test's folder: an owner killed by SIGKILL cannot delete its log
-        url, handle = ensure_local_server(model_path=model_file(), root=Path(sys.argv[1]))
+        handle = start_local_server(model_path=model_file(), root=Path(sys.argv[1]))
         print(handle.pid, flush=True)
         time.sleep(600)
     """)
-    env = {k: v for k, v in os.environ.items() if k != URL_ENV}
+    env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), env.get("PYTHONPATH", "")])
     owner = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
     try:
@@ -113,15 +111,3 @@ def test_no_server_is_left_behind_when_the_owner_dies(how, tmp_path):
         if owner.poll() is None:
             owner.kill()
             owner.wait()
-
-
-def test_ensure_local_server_reuses_the_url_from_the_environment(monkeypatch):
-    with OpenAIStub() as stub:
-        monkeypatch.setenv(URL_ENV, stub.url)
-        url, handle = ensure_local_server()
-        assert url == stub.url and not handle.owned and handle.running
-        handle.stop()  # not ours: stays up
-        assert is_healthy(stub.url)
-    monkeypatch.setenv(URL_ENV, url)  # now dead
-    with pytest.raises(LocalServerError):
-        ensure_local_server()

@@ -19,7 +19,7 @@ import pytest
 from apibank_bench import embedding, specs
 from apibank_bench.paths import PROJECT_ROOT
 from apibank_bench.tasks import load_level
-from apibank_bench.toolsearch import frozen_search, normalize_keywords, score_toolsearcher
+from apibank_bench.scoring.toolsearcher import frozen_search, normalize_keywords, score_toolsearcher
 from apibank_bench.toolsearch.search import Catalog, spec_catalog, split_api_name
 
 
@@ -91,7 +91,7 @@ def test_keyword_scorer(root):
 
 def test_unknown_scorer(root):
     with pytest.raises(ValueError, match="official, upstream, keyword"):
-        score_toolsearcher(searcher_tasks(root, "2")[0], {"keywords": "x"}, "frozen", root)
+        score_toolsearcher(searcher_tasks(root, "2")[0], {"keywords": "x"}, "nope", root)
 
 
 # -- official scorer -------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..config import RunConfig
+from ..settings import RunConfig
 from ..tasks import Task
 from .solution import Solution
 

@@ -2,50 +2,42 @@
 
 from __future__ import annotations
 
-import os
 import urllib.error
 import urllib.request
 from typing import Callable
 
-from ..config import RunConfig
 from ..llm import ChatClient, ModelConfig
+from ..settings import RunConfig
 
 #: The embedded default: Gemma 3 270M served by llama.cpp (a smoke model, not a contender).
 LOCAL_MODEL = "gemma-3-270m-it-q4_k_m"
 
 
-def _remote_urls(cfg: RunConfig) -> list[str]:
-    env = os.environ.get("APIBANK_BASE_URLS") or os.environ.get("OPENAI_BASE_URL") or ""
-    return list(cfg.base_url) or [url for url in env.split(",") if url.strip()]
-
-
 def needs_local_server(cfg: RunConfig) -> bool:
-    return not cfg.is_gold and not _remote_urls(cfg)
+    return not cfg.is_gold and not cfg.base_url
 
 
 def model_config(cfg: RunConfig, local_url: str | None = None) -> ModelConfig:
-    """The model settings for a run: env and defaults, then the run's own options.
+    """The model layer's settings for a run.
 
     Grammar-constrained decoding defaults on for the embedded model and off for
     remote endpoints (a hosted API may reject the extra field).
     """
     local = local_url is not None
-    overrides = {
-        "base_urls": [local_url] if local else (list(cfg.base_url) or None),
-        "model": cfg.model or (LOCAL_MODEL if local else None),
-        "seed": cfg.seed,
-        "no_cache": not cfg.cache,
-        # llama.cpp's gemma chat format drops system messages: fold them into the user turn.
-        "fold_system": True if local else None,
-    }
-    model = ModelConfig.from_env(**overrides)
-    if cfg.constrained is not None:
-        model.constrained = cfg.constrained
-    elif model.constrained is None:
-        model.constrained = local
-    if not model.model:
+    model = cfg.model or (LOCAL_MODEL if local else None)
+    if not model:
         raise ValueError("no model name: pass --apibank-model NAME (or set APIBANK_MODEL) for a remote endpoint")
-    return model
+    return ModelConfig(
+        base_urls=[local_url] if local else list(cfg.base_url),
+        model=model, api_key=cfg.api_key or "", temperature=cfg.temperature, top_p=cfg.top_p,
+        max_tokens=cfg.max_tokens, seed=cfg.seed, extra_body=dict(cfg.extra_body), timeout=cfg.timeout,
+        max_retries=cfg.max_retries, max_in_flight=cfg.max_in_flight,
+        cache_dir=cfg.cache_root / "responses" if cfg.cache else None,
+        constrained=local if cfg.constrained is None else cfg.constrained,
+        server_kind=cfg.server_kind,
+        # llama.cpp's gemma chat format drops system messages: fold them into the user turn.
+        fold_system=local,
+    )
 
 
 def model_client(cfg: RunConfig, local_url: Callable[[], str]) -> ChatClient | None:

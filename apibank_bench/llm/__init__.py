@@ -1,7 +1,7 @@
 """The model layer: settings, the chat client, call grammars and the embedded local model."""
 
 from .client import ChatClient, Completion, InFlightLimiter, ModelError, UsageStats
-from .config import ModelConfig, cache_root
+from .config import ModelConfig
 from .grammar import call_extra_body, call_grammar, grammar_extra_body
 
 __all__ = [
@@ -11,7 +11,6 @@ __all__ = [
     "ModelConfig",
     "ModelError",
     "UsageStats",
-    "cache_root",
     "call_extra_body",
     "call_grammar",
     "grammar_extra_body",

@@ -9,9 +9,8 @@ its `with` block ends, at interpreter exit, after an exception,
 KeyboardInterrupt or SIGTERM, and - on Linux - when the starting process dies
 (PR_SET_PDEATHSIG), so no server is left behind.
 
-Starts and model assembly are serialized across processes by a file lock. For
-pytest-xdist, start one server in the controller: `ensure_local_server()` puts
-its URL in APIBANK_LOCAL_SERVER_URL, which workers inherit and reuse.
+Starts and model assembly are serialized across processes by a file lock. Under
+pytest-xdist the controller starts one server and hands its URL to the workers.
 """
 
 from __future__ import annotations
@@ -31,10 +30,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Sequence
 
-from .config import ModelConfig, cache_root
+from ..settings import value_from_environment
+from .config import ModelConfig
 
-#: Environment variable through which child processes find a running server.
-URL_ENV = "APIBANK_LOCAL_SERVER_URL"
 #: The model name the server answers to (`--model_alias`); put it in ModelConfig.model.
 LOCAL_MODEL = "gemma-3-270m-it-q4_k_m"
 DEFAULT_N_CTX = 8192
@@ -246,7 +244,6 @@ class LocalServer:
         pdeathsig = sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread()
         argv = [sys.executable, "-c", _LAUNCHER, "1" if pdeathsig else "0", str(os.getpid()), *self.command(port)]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        env.pop(URL_ENV, None)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -293,8 +290,6 @@ class LocalServer:
         Its log is deleted unless `keep_log` or the server had died on its own."""
         atexit.unregister(self.stop)
         process, self.process = self.process, None
-        if os.environ.get(URL_ENV) == self._url and self.owned:
-            os.environ.pop(URL_ENV, None)
         if process is None:
             return
         crashed = process.poll() is not None  # it died on its own: keep its log
@@ -335,22 +330,11 @@ def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
             pass
 
 
-def ensure_local_server(**kwargs: Any) -> tuple[str, LocalServer]:
-    """The base URL of a running embedded model, and a handle on it.
+def cache_root() -> Path:
+    """The default home of the assembled model: the `cache_dir` setting from the environment."""
+    return Path(value_from_environment("cache_dir")).expanduser()
 
-    If APIBANK_LOCAL_SERVER_URL names a healthy server (started by a parent
-    process, e.g. the xdist controller), it is reused and the handle's `stop()`
-    leaves it alone. Otherwise a server is started here (keyword arguments go
-    to `LocalServer`), its URL is exported in APIBANK_LOCAL_SERVER_URL for
-    child processes, and the caller stops it with `handle.stop()` (atexit
-    also does).
-    """
-    url = os.environ.get(URL_ENV)
-    if url:
-        if not is_healthy(url, timeout=5.0):
-            raise LocalServerError(f"{URL_ENV}={url} does not answer GET /models")
-        handle = LocalServer.attach(url, kwargs.get("model_alias", LOCAL_MODEL))
-        return handle.base_url, handle
-    server = LocalServer(**kwargs).start()
-    os.environ[URL_ENV] = server.base_url
-    return server.base_url, server
+
+def start_local_server(root: Path | None = None, **kwargs: Any) -> LocalServer:
+    """Start the embedded model (the caller stops it with `stop()`; atexit also does)."""
+    return LocalServer(root=root, **kwargs).start()

@@ -10,38 +10,22 @@ in a fresh environment, the predicted call is executed, and the API's own
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .environment import Environment
-from .frozen import thaw
-from .parsing import ParseError, parse_call
-from .paths import require_root
-from .tasks import Task, render_call
-
-TOOLSEARCHER_SCORERS = ("official", "upstream", "keyword")
-_SCORER_ALIASES = {"official_frozen": "official", "frozen": "official", "raw": "upstream"}
-
-
-def default_toolsearcher_scorer(level: str) -> str:
-    """The reference's default: `keyword` for Level 1, `official` for the rest."""
-    return "keyword" if str(level) == "1" else "official"
-
-
-def normalize_toolsearcher_scorer(name: str | None) -> str | None:
-    if name is None or name == "":
-        return None
-    key = _SCORER_ALIASES.get(name.strip().lower(), name.strip().lower())
-    if key not in TOOLSEARCHER_SCORERS:
-        raise ValueError(f"unknown ToolSearcher scorer {name!r}; expected one of {', '.join(TOOLSEARCHER_SCORERS)}")
-    return key
+from ..environment import Environment
+from ..frozen import thaw
+from ..parsing import ParseError, parse_call
+from ..paths import require_root
+from ..tasks import Task, render_call
+from .toolsearcher import SCORERS, default_scorer, score_toolsearcher
 
 
 @dataclass(frozen=True)
 class Score:
     correct: bool
-    stage: str  #: "parse", "api_name" or "score": the last stage the answer reached
+    stage: str  #: "parse", "api_name" or "score": the last stage the answer reached ("error": no answer)
     error: str | None
     api_name: str | None = None
     arguments: dict[str, Any] = field(default_factory=dict)
@@ -50,9 +34,6 @@ class Score:
     @property
     def predicted_call(self) -> str | None:
         return None if self.api_name is None else render_call(self.api_name, self.arguments)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _describe(exc: BaseException) -> str:
@@ -64,10 +45,11 @@ class Scorer:
 
     def __init__(self, root: str | Path | None = None, toolsearcher_scorer: str | None = None) -> None:
         self.root = require_root(root)
-        self.toolsearcher_scorer = normalize_toolsearcher_scorer(toolsearcher_scorer)
+        name = (toolsearcher_scorer or "").strip().lower()
+        self.toolsearcher_scorer = SCORERS.entry(name).name if name else None
 
     def toolsearcher_scorer_for(self, task: Task) -> str:
-        return self.toolsearcher_scorer or default_toolsearcher_scorer(task.level)
+        return self.toolsearcher_scorer or default_scorer(task.level)
 
     def score(self, task: Task, answer: str | None) -> Score:
         try:
@@ -80,8 +62,6 @@ class Scorer:
             return Score(False, "api_name", f"API name mismatch: {name} != {task.gold.api_name}", name, arguments)
 
         if name == "ToolSearcher":
-            from .toolsearch import score_toolsearcher
-
             try:
                 correct, error, result = score_toolsearcher(task, arguments, self.toolsearcher_scorer_for(task),
                                                             self.root)
@@ -102,8 +82,3 @@ class Scorer:
     def gold_replay(self, task: Task) -> Score:
         """Score the task's own gold call: a self-check of the data and the environment."""
         return self.score(task, task.gold_call)
-
-
-def score(task: Task, answer: str | None, *, root: str | Path | None = None,
-          toolsearcher_scorer: str | None = None) -> Score:
-    return Scorer(root, toolsearcher_scorer).score(task, answer)

@@ -14,7 +14,7 @@ import json
 import time
 from typing import Any, Callable
 
-from ..config import RunConfig
+from ..settings import RunConfig
 from ..llm import ChatClient, Completion
 from ..llm.client import NO_KEY
 from ..tasks import Task, render_call

@@ -1,0 +1,38 @@
+"""The topologies, one module each, registered in `TOPOLOGIES`.
+
+A topology module registers a builder `(agents, cfg) -> solve(task) -> Solution`
+and the roles it uses at a team size (the prompts `prompts/<topology>/<role>.txt`
+that an optimizer may rewrite). Adding a topology is one module here plus its
+prompt files.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from ...registry import Registry
+
+TOPOLOGIES: Registry = Registry("topology", "--apibank-topology", sort=True)
+
+
+def _load_modules() -> None:
+    for module in pkgutil.iter_modules(__path__):
+        if module.name != "graph":
+            importlib.import_module(f"{__name__}.{module.name}")
+
+
+TOPOLOGIES.load_with(_load_modules)
+
+
+def build_topology(cfg, model):
+    """The solver of `cfg.topology` over the run's shared model client."""
+    from ..pieces import Agents
+
+    builder = TOPOLOGIES.get(cfg.topology)
+    return builder(Agents(model, cfg.topology, cfg.prompts_dir, cfg.message_format), cfg)
+
+
+def roles(cfg) -> list[str]:
+    """The roles (prompt files) of `cfg.topology` at `cfg.team_size`, in the topology's order."""
+    return list(TOPOLOGIES.entry(cfg.topology).extra["roles"](cfg))

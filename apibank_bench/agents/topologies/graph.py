@@ -1,0 +1,65 @@
+"""What every topology's LangGraph graph is made of.
+
+A graph's state is the task plus the list of agent turns so far; nodes add
+turns, and a chooser picks the answer from the finished turns (the last turn, or
+a team vote). Nodes of one step run concurrently (LangGraph runs a superstep's
+nodes in parallel), under the model layer's in-flight cap.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, Callable, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+from ...tasks import Task
+from ..pieces import AgentTurn, solution_from, vote
+from ..solution import Solution
+
+
+class State(TypedDict):
+    task: Task
+    turns: Annotated[list[AgentTurn], operator.add]
+
+
+def ordered(turns: list[AgentTurn], round: int | None = None, role: str | None = None) -> list[AgentTurn]:
+    picked = [t for t in turns if (round is None or t.round == round) and (role is None or t.role == role)]
+    return sorted(picked, key=lambda turn: (turn.round, turn.index))
+
+
+Node = Callable[[State], dict[str, Any]]
+
+
+def graph_of(steps: list[list[tuple[str, Node]]]):
+    """A graph running each step's nodes in parallel, step after step."""
+    graph = StateGraph(State)
+    previous = [START]
+    for step in steps:
+        for name, node in step:
+            graph.add_node(name, node)
+            graph.add_edge(previous if len(previous) > 1 else previous[0], name)
+        previous = [name for name, _ in step]
+    for name in previous:
+        graph.add_edge(name, END)
+    # LangGraph's default thread pool (cpu count + 4 workers) would cap a wide step below the
+    # model layer's in-flight cap on a small machine: size it to the widest step.
+    return graph.compile().with_config(max_concurrency=max(len(step) for step in steps))
+
+
+def solve_with(graph, choose: Callable[[list[AgentTurn]], tuple[AgentTurn | None, dict]]) -> Callable[[Task], Solution]:
+    def solve(task: Task) -> Solution:
+        turns = ordered(graph.invoke({"task": task, "turns": []})["turns"])
+        chosen, trace = choose(turns)
+        return solution_from(turns, chosen, trace)
+
+    return solve
+
+
+def voted(turns: list[AgentTurn]) -> tuple[AgentTurn | None, dict]:
+    winner, tally = vote(turns)
+    return (None if winner is None else turns[winner]), {"vote": {"tally": tally, "winner": winner}}
+
+
+def last(turns: list[AgentTurn]) -> tuple[AgentTurn | None, dict]:
+    return (turns[-1] if turns else None), {}

@@ -1,0 +1,13 @@
+"""N agents answer alone; the team submits their vote."""
+
+from . import TOPOLOGIES
+from .graph import Node, graph_of, solve_with, voted
+
+
+@TOPOLOGIES.register("independent", "N agents answer alone; the team votes", roles=lambda cfg: ["solver"])
+def independent(agents, cfg):
+    def solver(index: int) -> Node:
+        return lambda state: {"turns": [agents.ask(state["task"], "solver", index=index)]}
+
+    step = [(f"solver_{i}", solver(i)) for i in range(cfg.team_size)]
+    return solve_with(graph_of([step]), voted)

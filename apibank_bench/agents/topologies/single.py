@@ -1,0 +1,10 @@
+"""One agent answers."""
+
+from . import TOPOLOGIES
+from .graph import graph_of, last, solve_with
+
+
+@TOPOLOGIES.register("single", "one agent answers", roles=lambda cfg: ["solver"])
+def single(agents, cfg):
+    node = lambda state: {"turns": [agents.ask(state["task"], "solver")]}  # noqa: E731
+    return solve_with(graph_of([[("solver", node)]]), last)

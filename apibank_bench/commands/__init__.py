@@ -1,0 +1,1 @@
+"""The `apibank-bench` subcommands, one module per concept; each has `register(subparsers)`."""

@@ -1,0 +1,105 @@
+"""`apibank-bench run` and `merge`: the reference's runner interface, as a thin wrapper over the pytest suite.
+
+Exit codes of `run`: 0 every selected instance has a scored answer (wrong answers
+are results, not failures); 1 some instances errored or did not run (the results
+are incomplete: `--resume` finishes them); 2 bad usage, a bad or missing data root,
+or an empty selection; 3 the model endpoint is unreachable (or pytest failed
+internally); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from .. import settings
+from ..paths import PROJECT_ROOT
+
+BENCH_TESTS = PROJECT_ROOT / "bench_tests"
+INCOMPLETE = 1
+
+
+def register(sub) -> None:
+    run = sub.add_parser("run", help="run the benchmark (a thin wrapper over `pytest bench_tests`)",
+                         description=__doc__.split("\n\n", 1)[1])
+    run.add_argument("--summary", action="store_true", help="no model: the data check and gold replay")
+    run.add_argument("--batch", action="store_true", help="accepted for the reference's interface; changes nothing")
+    run.add_argument("-n", "--workers", default=None, help="pytest-xdist workers (e.g. 2 or auto)")
+    settings.add_command_flags(run)
+    run.set_defaults(func=run_benchmark)
+
+    merge = sub.add_parser("merge", help="join sharded result folders into one, in manifest order")
+    merge.add_argument("dirs", nargs="+")
+    merge.add_argument("--out", required=True)
+    merge.set_defaults(func=run_merge)
+
+
+def pytest_args(args) -> list[str]:
+    """The `pytest bench_tests ...` command line a `run` invocation stands for."""
+    values = {setting.name: getattr(args, setting.name) for setting in settings.SETTINGS}
+    # `run` runs 2 instances unless told otherwise; --limit 0 means all.
+    limit = 2 if values["limit"] is None else int(values["limit"])
+    values["limit"] = limit or None
+    argv = [str(BENCH_TESTS), *settings.pytest_argv(values)]
+    if args.workers:
+        argv += ["-n", str(args.workers)]
+    return argv
+
+
+class _Outcome:
+    """Catches the writer's summary as the session ends."""
+
+    summary: dict | None = None
+
+    def pytest_unconfigure(self, config) -> None:
+        writer = config.pluginmanager.get_plugin("apibank-writer")
+        self.summary = getattr(writer, "summary", None)
+
+
+def run_benchmark(args) -> int:
+    if args.summary:
+        from ..manifests import gold_replay_report
+
+        limit = None if args.limit in (None, "0", 0) else int(args.limit)
+        offset = int(args.offset or 0)
+        print(json.dumps(gold_replay_report(args.level or "all", limit, offset, args.only, args.root), indent=1))
+        return 0
+    import pytest
+
+    argv = pytest_args(args)
+    given = {setting.name: getattr(args, setting.name) for setting in settings.SETTINGS}
+    settings.resolve(lambda s: given[s.name])  # a bad value is one clear line (exit 2) before pytest starts
+    outcome = _Outcome()
+    code = pytest.main(argv, plugins=[outcome])
+    if code == pytest.ExitCode.INTERRUPTED:
+        return 130
+    if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED):
+        return 2
+    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        return int(code)
+    summary = outcome.summary or {}
+    return INCOMPLETE if summary.get("errors") or summary.get("not_run") else 0
+
+
+def run_merge(args) -> int:
+    from ..manifests import manifest_ids
+    from ..results import PREDICTIONS, RESULTS, TRACES, RunFiles
+
+    out = Path(args.out)
+    files = RunFiles(out)
+    level = None
+    for directory in map(Path, args.dirs):
+        summary_path = directory / "summary.json"
+        if level is None and summary_path.is_file():
+            level = json.loads(summary_path.read_text()).get("config", {}).get("run", {}).get("level")
+        for name in (PREDICTIONS, RESULTS):
+            source = directory / name
+            if source.is_file():
+                with open(out / name, "a", encoding="utf-8") as handle:
+                    handle.write(source.read_text(encoding="utf-8"))
+        for trace in (directory / TRACES).glob("*.json"):
+            shutil.copy2(trace, out / TRACES / trace.name)
+    summary = files.finalize(manifest_ids(level or "all"), config={"merged_from": [str(d) for d in args.dirs]})
+    print(f"merged {summary['total']} instances into {out}: accuracy {summary['accuracy']:.1%}")
+    return 0

@@ -1,0 +1,187 @@
+"""Solving and scoring instances: one at a time, or many in flight in a thread pool.
+
+A model that could not answer (after the model layer's retries), a solver or
+scorer crash, and an instance over its time limit all give an *error* result
+(`stage: "error"`), never a wrong answer. One instance's failure never touches
+another's.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from .agents import Solution, Solver
+from .results import records
+from .scoring import Score, Scorer
+from .tasks import Task
+
+ERROR = "error"  #: the stage of an instance that has no answer to score
+
+
+@dataclass
+class InstanceResult:
+    """One solved and scored instance: its score and the lines of its results files."""
+
+    task: Task
+    score: Score
+    payload: dict  #: prediction, result and trace lines
+    endpoint_failure: bool = False  #: an error caused by the model endpoint (counts toward the circuit breaker)
+
+    @property
+    def correct(self) -> bool:
+        return self.score.correct
+
+    @property
+    def is_error(self) -> bool:
+        return self.score.stage == ERROR
+
+    @property
+    def failure_message(self) -> str:
+        return (f"[{self.score.stage}] {self.score.error}\n"
+                f"  predicted: {self.score.predicted_call}\n  gold:      {self.task.gold_call}")
+
+
+def _turn_errors(solution: Solution) -> list[str]:
+    """Model errors of a solution: its own, and any agent turn's (a team with a failed member is not the team)."""
+    errors = [agent.get("error") for agent in solution.trace.get("agents", []) if agent.get("error")]
+    return errors or ([solution.error] if solution.error else [])
+
+
+def solve_and_score(task: Task, solver: Solver, scorer: Scorer) -> InstanceResult:
+    started = time.perf_counter()
+    endpoint_failure = False
+    try:
+        solution = solver(task)
+        errors = _turn_errors(solution)
+        endpoint_failure = bool(errors)
+    except Exception as exc:  # a solver bug costs this instance only
+        solution = Solution(answer=None, trace={"traceback": traceback.format_exc()})
+        errors = [f"solver crashed: {type(exc).__name__}: {exc}"]
+    elapsed = time.perf_counter() - started
+    if errors:
+        score = Score(False, ERROR, f"model error: {errors[-1]}" if endpoint_failure else errors[-1])
+    else:
+        try:
+            score = scorer.score(task, solution.answer)
+        except Exception as exc:  # a scorer bug is the harness's failure, not the answer's
+            score = Score(False, ERROR, f"scorer crashed: {type(exc).__name__}: {exc}")
+    return _result(task, solution, score, elapsed, endpoint_failure)
+
+
+def error_result(task: Task, message: str) -> InstanceResult:
+    """An instance that produced nothing to score (time limit, cancelled run...)."""
+    return _result(task, Solution(answer=None), Score(False, ERROR, message), 0.0, False)
+
+
+def _result(task: Task, solution: Solution, score: Score, elapsed: float, endpoint_failure: bool) -> InstanceResult:
+    agents = solution.trace.get("agents")
+    extra = {
+        "prompt_tokens": solution.prompt_tokens,
+        "completion_tokens": solution.completion_tokens,
+        "latency_s": round(elapsed, 4),
+        "model_calls": solution.model_calls,
+    }
+    if agents:
+        extra["agent_answers"] = [agent.get("answer") for agent in agents]
+    prediction, result = records(task, solution.answer, score, extra)
+    trace = {"id": task.combined_id, "gold_call": task.gold_call, "result": result, **solution.trace}
+    return InstanceResult(task, score, {"prediction": prediction, "result": result, "trace": trace},
+                          endpoint_failure)
+
+
+class RunStopped(RuntimeError):
+    """The pool stopped taking instances (circuit breaker, -x, Ctrl-C); the message says why."""
+
+
+class InstancePool:
+    """Keeps up to `concurrency` instances in flight; results are fetched per instance, in any order.
+
+    `start(ids)` queues instances in the given order (the tests' order, so the
+    first tests' instances start first); `result(id)` waits for one, starting
+    it first if it was never queued. After `breaker` consecutive endpoint
+    failures the pool stops: what has not started is cancelled and `result`
+    raises RunStopped for it.
+    """
+
+    def __init__(self, load: Callable[[str], Task], solver: Solver, scorer: Scorer, concurrency: int = 1,
+                 time_limit: float | None = None, breaker: int = 0) -> None:
+        self._load, self._solver, self._scorer = load, solver, scorer
+        self.time_limit = time_limit
+        self.breaker = breaker
+        self._executor = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="apibank-instance")
+        self._futures: dict[str, Future] = {}
+        self._started: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._consecutive_failures = 0
+        self.stopped: str | None = None  #: why the pool stopped, once it has
+
+    def start(self, ids: Iterable[str]) -> None:
+        for task_id in ids:
+            self._submit(task_id)
+
+    def _submit(self, task_id: str) -> Future:
+        with self._lock:
+            if task_id not in self._futures:
+                if self.stopped:
+                    raise RunStopped(self.stopped)
+                self._futures[task_id] = self._executor.submit(self._run, task_id)
+            return self._futures[task_id]
+
+    def _run(self, task_id: str) -> InstanceResult:
+        with self._lock:
+            self._started[task_id] = time.monotonic()
+        try:
+            task = self._load(task_id)
+        except Exception as exc:  # noqa: BLE001 - unreadable data fails this instance with the reason
+            raise RunStopped(f"cannot load task {task_id}: {type(exc).__name__}: {exc}") from exc
+        result = solve_and_score(task, self._solver, self._scorer)
+        self._count(result)
+        return result
+
+    def _count(self, result: InstanceResult) -> None:
+        with self._lock:
+            self._consecutive_failures = self._consecutive_failures + 1 if result.endpoint_failure else 0
+            if self.breaker and self._consecutive_failures >= self.breaker and not self.stopped:
+                self.stopped = (f"stopped after {self._consecutive_failures} consecutive instances failed at the "
+                                f"model endpoint (last: {result.score.error}); fix the endpoint and rerun with "
+                                "--apibank-resume")
+                self._cancel_pending()
+
+    def result(self, task_id: str) -> InstanceResult:
+        """This instance's result; an error result if it runs over the time limit."""
+        future = self._submit(task_id)
+        while True:
+            with self._lock:
+                started = self._started.get(task_id)
+            if started is None:  # still queued: wait for it to start (or be cancelled)
+                try:
+                    return future.result(timeout=0.05)
+                except TimeoutError:
+                    continue
+                except CancelledError:
+                    raise RunStopped(self.stopped or "the run was stopped") from None
+            remaining = None if self.time_limit is None else self.time_limit - (time.monotonic() - started)
+            try:
+                return future.result(timeout=remaining if remaining is None else max(remaining, 0))
+            except TimeoutError:
+                # The thread cannot be killed; it finishes in the background and its answer is discarded.
+                return error_result(self._load(task_id),
+                                    f"time limit: no result within {self.time_limit:g} s (--apibank-instance-timeout)")
+
+    def stop(self, reason: str) -> None:
+        """Cancel every instance that has not started (running ones finish, bounded by the model timeout)."""
+        with self._lock:
+            self.stopped = self.stopped or reason
+            self._cancel_pending()
+
+    def _cancel_pending(self) -> None:
+        for future in self._futures.values():
+            future.cancel()
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,168 @@
+"""The pytest plugin: the `--apibank-*` options, one parametrized case per instance, and the results files.
+
+Every process that runs tests (the only one, or each xdist worker) solves its
+instances in an `InstancePool`, several in flight at once, and each test waits
+for its own. A finished instance's lines travel on its test report to the
+controller, whose writer (`plugin.writer`) alone writes the out dir. The
+embedded model is started once, by the controller (`plugin.endpoint`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .. import settings
+from ..manifests import select
+from ..results import read_jsonl, to_json
+from ..tasks import split_combined_id
+from .keys import CONFIG, IDS, POOL, RESULT, USER_PROPERTY
+
+BENCH_DIR = Path(__file__).resolve().parents[2] / "bench_tests"
+
+
+def pytest_addoption(parser):
+    settings.add_pytest_options(parser)
+
+
+def run_config(config) -> settings.RunConfig:
+    """The run's settings (resolved once per process)."""
+    if CONFIG not in config.stash:
+        try:
+            config.stash[CONFIG] = settings.resolve(lambda s: config.getoption(s.dest),
+                                                    lambda s: config.getini(s.dest))
+        except ValueError as exc:
+            raise pytest.UsageError(f"apibank: {exc}") from None
+    return config.stash[CONFIG]
+
+
+def selected_ids(config) -> list[str]:
+    """This run's instances in manifest order (before resume), sharded if asked."""
+    if IDS not in config.stash:
+        cfg = run_config(config)
+        try:
+            ids = select(cfg.level, cfg.limit, cfg.offset, cfg.only or None)
+        except (FileNotFoundError, ValueError) as exc:
+            raise pytest.UsageError(f"apibank: {exc}") from None
+        if cfg.shard:
+            index, count = cfg.shard
+            ids = ids[index - 1::count]
+        config.stash[IDS] = ids
+    return config.stash[IDS]
+
+
+def is_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def bench_requested(config) -> bool:
+    """Whether this run collects the benchmark (decides if the controller starts a model)."""
+    for arg in config.args:
+        path = Path(str(arg).split("::")[0]).resolve()
+        if path == BENCH_DIR or BENCH_DIR in path.parents:
+            return True
+    return False
+
+
+def pytest_configure(config):
+    from . import endpoint, writer
+
+    config.pluginmanager.register(endpoint.EndpointPlugin(config), "apibank-endpoint")
+    if not is_worker(config):
+        config.pluginmanager.register(writer.Writer(config), "apibank-writer")
+
+
+def pytest_sessionstart(session):
+    """Before any instance runs, the data root must match the lock (else scores would be silently wrong)."""
+    config = session.config
+    if is_worker(config) or not bench_requested(config):
+        return
+    from ..data import verify
+    from ..paths import DataMissing, require_root
+
+    try:
+        root = require_root(run_config(config).root)
+    except DataMissing as exc:
+        raise pytest.UsageError(f"apibank: {exc}") from None
+    problems = verify(root)
+    if problems:
+        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+        raise pytest.UsageError(f"apibank: the data at {root} does not match vendor/apibank.lock.json: {shown} "
+                                "(restore it with `apibank-bench data fetch`)")
+
+
+# -- collection --------------------------------------------------------------------
+
+def pytest_generate_tests(metafunc):
+    if "apibank_task_id" not in metafunc.fixturenames:
+        return
+    params = [
+        pytest.param(task_id, id=task_id, marks=getattr(pytest.mark, f"level{split_combined_id(task_id)[0]}"))
+        for task_id in ids_to_run(metafunc.config)
+    ]
+    metafunc.parametrize("apibank_task_id", params)
+
+
+def ids_to_run(config) -> list[str]:
+    """The selection, less what a resumed run already finished (errored instances run again)."""
+    cfg = run_config(config)
+    ids = selected_ids(config)
+    if not ids:
+        raise pytest.UsageError("apibank: the selection is empty (check --apibank-level/-limit/-offset/-only/-shard)")
+    if cfg.resume:
+        done = {line["id"] for line in read_jsonl(Path(cfg.results_dir) / "results.jsonl")
+                if line.get("stage") != "error"}
+        ids = [task_id for task_id in ids if task_id not in done]
+    return ids
+
+
+def my_instances(session) -> list[str]:
+    """The instances this process will run, in the order it runs them.
+
+    Under xdist the share scheduler (`plugin.endpoint`) gives worker k of n the
+    items k, k + n, k + 2n... of the collection, so a worker knows its share up front.
+    """
+    items = session.items
+    config = session.config
+    if is_worker(config):  # another scheduler (or a replacement worker): solve each instance when its test runs
+        share = config.workerinput.get("apibank_share")
+        items = items[share[0]::share[1]] if share else []
+    return [item.callspec.params["apibank_task_id"] for item in items
+            if hasattr(item, "callspec") and "apibank_task_id" in item.callspec.params]
+
+
+# -- stopping early ------------------------------------------------------------------
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    result = yield
+    pool = item.config.stash.get(POOL, None)
+    if pool is not None:
+        if pool.stopped and not item.session.shouldstop:
+            item.session.shouldstop = f"apibank: {pool.stopped}"
+        elif item.session.shouldfail or item.session.shouldstop:  # -x / --maxfail: start nothing more
+            pool.stop(str(item.session.shouldfail or item.session.shouldstop))
+    return result
+
+
+def pytest_unconfigure(config):  # also after Ctrl-C: queued instances are cancelled
+    pool = config.stash.get(POOL, None)
+    if pool is not None:
+        pool.close()
+
+
+# -- results ---------------------------------------------------------------------------
+
+def record(item, payload: dict) -> None:
+    """Attach one instance's lines to its test report (JSON text travels through xdist)."""
+    item.stash[RESULT] = payload["result"]
+    item.user_properties.append((USER_PROPERTY, to_json(payload)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_json_runtest_metadata(item, call):
+    """pytest-json-report: each test's result fields."""
+    if RESULT in item.stash and call.when in ("setup", "call"):
+        return {USER_PROPERTY: item.stash[RESULT]}
+    return None

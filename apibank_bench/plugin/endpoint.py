@@ -1,0 +1,81 @@
+"""The embedded model: started once per run by the controller, its URL handed to xdist workers
+in `workerinput` (the one channel), stopped at the end. Also the xdist scheduler that gives
+each worker its share of instances up front, so it can keep them in flight."""
+
+from __future__ import annotations
+
+import pytest
+
+from ..agents.models import needs_local_server
+
+
+class EndpointPlugin:
+    def __init__(self, config) -> None:
+        self.config = config
+        self.server = None
+
+    def base_url(self) -> str:
+        """The embedded server's URL: from the controller on a worker, else started here."""
+        from . import is_worker, run_config
+
+        if is_worker(self.config) and self.config.workerinput.get("apibank_base_url"):
+            return self.config.workerinput["apibank_base_url"]
+        if self.server is None:
+            from ..llm.local_server import start_local_server
+
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter:
+                reporter.write_line("apibank: starting the embedded local model (Gemma 3 270M, a smoke model)")
+            self.server = start_local_server(root=run_config(self.config).cache_root)
+        return self.server.base_url
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node):  # xdist controller, once per worker
+        from . import bench_requested, run_config
+
+        node.workerinput["apibank_share"] = None
+        if bench_requested(self.config):
+            if needs_local_server(run_config(self.config)):
+                node.workerinput["apibank_base_url"] = self.base_url()
+            if self.config.getoption("dist", "load") == "load":
+                index, count = int(node.workerinput["workerid"][2:]), node.workerinput["workercount"]
+                if index < count:  # a worker that replaces a crashed one gets leftovers, not a share
+                    node.workerinput["apibank_share"] = [index, count]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config, log):
+        from . import bench_requested
+
+        if bench_requested(config) and config.getoption("dist", "load") == "load":
+            return share_scheduler(config, log)
+        return None
+
+    def pytest_unconfigure(self, config) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+
+def share_scheduler(config, log):
+    """xdist's load scheduler, except that worker k of n gets items k, k + n, ... all at once."""
+    from xdist.scheduler import LoadScheduling
+
+    class ShareScheduling(LoadScheduling):
+        def schedule(self) -> None:
+            if self.collection is not None:  # a replacement worker after a crash: hand out what is left
+                return super().schedule()
+            if not self._check_nodes_have_same_collection():
+                self.log("**Different tests collected, aborting run**")
+                return
+            self.collection = list(next(iter(self.node2collection.values())))
+            self.pending[:] = []
+            nodes = sorted(self.nodes, key=lambda node: int(node.workerinput["workerid"][2:]))
+            for index, node in enumerate(nodes):
+                share = list(range(index, len(self.collection), len(nodes)))
+                if share:
+                    self.node2pending[node].extend(share)
+                    node.send_runtest_some(share)
+            for node in nodes:
+                node.shutdown()
+
+    return ShareScheduling(config, log)

@@ -1,0 +1,10 @@
+"""What the plugin keeps on `config.stash` and `item.stash`."""
+
+import pytest
+
+CONFIG = pytest.StashKey["object"]()  #: the resolved RunConfig
+IDS = pytest.StashKey[list]()  #: the selected instance IDs, in manifest order
+POOL = pytest.StashKey["object"]()  #: this process's InstancePool
+MODEL = pytest.StashKey["object"]()  #: this process's ChatClient (None for the gold self-check)
+RESULT = pytest.StashKey[dict]()  #: an item's results.jsonl line
+USER_PROPERTY = "apibank"  #: the key of an instance's lines in a report's user_properties

@@ -1,0 +1,136 @@
+"""The controller's side of a run: the out dir, progress lines, the summary and the closing table.
+
+Only this process writes the out dir. It is emptied when the first instance of a
+fresh run is written (a run that fails before any instance leaves an earlier run's
+results alone); `--apibank-resume` keeps it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from ..instances import ERROR
+from ..results import SUMMARY, RunFiles, records
+from ..scoring import Score
+from ..tasks import get_task
+from . import ids_to_run, run_config, selected_ids
+from .keys import MODEL, USER_PROPERTY
+
+PROGRESS_EVERY_S = 10.0
+
+
+class Writer:
+    def __init__(self, config) -> None:
+        self.config = config
+        self.files: RunFiles | None = None
+        self.started = time.time()
+        self.seen: set[str] = set()
+        self.done = self.correct = self.errors = 0
+        self.last_progress = time.monotonic()
+        self.summary: dict | None = None
+        self.total = 0
+
+    def pytest_sessionstart(self) -> None:
+        from . import bench_requested
+
+        if bench_requested(self.config):
+            self.total = len(ids_to_run(self.config))
+
+    # -- rows ----------------------------------------------------------------------------
+
+    def pytest_runtest_logreport(self, report) -> None:
+        payloads = [json.loads(value) for key, value in report.user_properties if key == USER_PROPERTY]
+        if payloads:
+            self.add(payloads[0])
+        elif report.failed and report.when not in ("setup", "call", "teardown"):
+            self.add_crash(report)
+
+    def add_crash(self, report) -> None:
+        """A test whose process died (an xdist worker crash): an error row, so no instance goes missing."""
+        nodeid = report.nodeid
+        if "test_apibank[" not in nodeid:
+            return
+        task_id = nodeid.split("[", 1)[1][:-1]
+        try:
+            task = get_task(task_id, root=run_config(self.config).root)
+        except (KeyError, ValueError, OSError):
+            return
+        message = f"harness crash: the test process died ({str(report.longrepr).strip().splitlines()[0][:200]})"
+        prediction, result = records(task, None, Score(False, ERROR, message))
+        self.add({"prediction": prediction, "result": result, "trace": {"id": task_id, "result": result}})
+
+    def add(self, payload: dict) -> None:
+        result = payload["result"]
+        if result["id"] in self.seen:
+            return
+        self.seen.add(result["id"])
+        if self.files is None:
+            cfg = run_config(self.config)
+            self.files = RunFiles(Path(cfg.results_dir), resume=cfg.resume)
+        self.files.append(payload["prediction"], result, payload.get("trace"))
+        self.done += 1
+        self.correct += bool(result["correct"])
+        self.errors += result["stage"] == ERROR
+        if time.monotonic() - self.last_progress >= PROGRESS_EVERY_S:
+            self.progress()
+
+    def progress(self) -> None:
+        self.last_progress = time.monotonic()
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        total = self.total
+        completed = self.done - self.errors
+        rate = self.done / max(time.time() - self.started, 1e-9)
+        parts = [f"{self.done}/{total} instances", f"accuracy {self.correct / completed:.1%} of {completed} completed"
+                 if completed else "no instance completed yet", f"{self.errors} errors", f"{rate:.2f}/s"]
+        client = self.config.stash.get(MODEL, None)
+        in_flight = getattr(getattr(client, "limiter", None), "active", None)
+        if in_flight is not None:
+            parts.append(f"{in_flight} requests in flight")
+        reporter.write_line("apibank: " + " · ".join(parts))
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def pytest_sessionfinish(self) -> None:
+        if self.files is not None:
+            cfg = run_config(self.config)
+            wall_time = time.time() - self.started
+            previous = self.files.out_dir / SUMMARY
+            if cfg.resume and previous.is_file():  # a resumed run's time includes the parts before
+                try:
+                    wall_time += json.loads(previous.read_text(encoding="utf-8")).get("wall_time_s") or 0
+                except ValueError:
+                    pass
+            self.summary = self.files.finalize(selected_ids(self.config), config=_run_metadata(cfg),
+                                               wall_time_s=wall_time)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.summary:
+            print_table(terminalreporter, run_config(self.config), self.summary)
+
+
+def _run_metadata(cfg) -> dict:
+    from ..provenance import provenance
+
+    return {"run": cfg.to_dict(), **provenance(cfg)}
+
+
+def print_table(terminalreporter, cfg, summary: dict) -> None:
+    model = summary["config"].get("model", {}).get("model", "?")
+    label = "gold calls (harness self-check, no model)" if cfg.is_gold else f"{cfg.topology} / {model}"
+    terminalreporter.section(f"API-Bank: {label}")
+    terminalreporter.write_line(f"{'level':<8}{'correct':>9}{'errors':>8}{'total':>7}{'accuracy':>10}")
+    rows = [*summary["by_level"].items(), ("overall", summary)]
+    for level, row in rows:
+        terminalreporter.write_line(f"{level:<8}{row['correct']:>9}{row.get('errors', 0):>8}{row['total']:>7}"
+                                    f"{row['accuracy']:>10.1%}")
+    failures = ", ".join(f"{stage} {count}" for stage, count in summary["failures_by_stage"].items())
+    terminalreporter.write_line(f"failures by stage: {failures}")
+    if summary.get("errors") or summary.get("not_run"):
+        terminalreporter.write_line(
+            f"INCOMPLETE: {summary.get('errors', 0)} instances errored and {summary.get('not_run', 0)} did not run; "
+            "accuracy counts them as not correct. Rerun with --apibank-resume to finish.", red=True, bold=True)
+    terminalreporter.write_line(f"results: {Path(cfg.results_dir).resolve()}")

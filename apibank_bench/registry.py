@@ -1,0 +1,72 @@
+"""A named table of interchangeable parts (topologies, scorers, agent kinds, optimizer methods).
+
+Choices, help texts and error messages are all read from the table, so adding a
+part is registering it, nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generic, Iterator, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Entry(Generic[T]):
+    name: str
+    value: T
+    help: str
+    aliases: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Registry(Generic[T]):
+    def __init__(self, kind: str, option: str, sort: bool = False) -> None:
+        self.kind = kind  #: what an entry is, for messages ("topology")
+        self.option = option  #: the option that picks one, for messages ("--apibank-topology")
+        self.sort = sort  #: list entries by name (where modules register in whatever order they are imported)
+        self._entries: dict[str, Entry[T]] = {}
+        self._aliases: dict[str, str] = {}
+        self._loader: Callable[[], None] | None = None
+
+    def load_with(self, loader: Callable[[], None]) -> None:
+        """A function that imports the modules that register entries (run once, when first read)."""
+        self._loader = loader
+
+    def _load(self) -> None:
+        loader, self._loader = self._loader, None
+        if loader is not None:
+            loader()
+
+    def register(self, name: str, help: str, aliases: tuple[str, ...] = (), **extra: Any) -> Callable[[T], T]:
+        def add(value: T) -> T:
+            if name in self._entries:
+                raise ValueError(f"{self.kind} {name!r} is registered twice")
+            self._entries[name] = Entry(name, value, help, aliases, extra)
+            for alias in aliases:
+                self._aliases[alias] = name
+            return value
+        return add
+
+    def names(self) -> list[str]:
+        """The registered names, then their aliases (everything an option accepts)."""
+        names = [entry.name for entry in self]
+        return names + (sorted(self._aliases) if self.sort else list(self._aliases))
+
+    def entry(self, name: str) -> Entry[T]:
+        self._load()
+        key = self._aliases.get(name, name)
+        try:
+            return self._entries[key]
+        except KeyError:
+            raise ValueError(f"{self.option}: unknown {self.kind} {name!r}; expected one of "
+                             f"{', '.join(self._entries)}") from None
+
+    def get(self, name: str) -> T:
+        return self.entry(name).value
+
+    def __iter__(self) -> Iterator[Entry[T]]:
+        self._load()
+        entries = list(self._entries.values())
+        return iter(sorted(entries, key=lambda entry: entry.name) if self.sort else entries)

@@ -1,0 +1,369 @@
+"""Every setting of a run, declared once.
+
+`SETTINGS` is the one table. From it come the pytest options (`--apibank-NAME`),
+the ini keys (`apibank_NAME`), the environment variables (`APIBANK_NAME`, and the
+OpenAI client's own `OPENAI_BASE_URL` / `OPENAI_API_KEY` where noted), the flags of
+`apibank-bench run`, the README's options table and the `config.run` part of
+`summary.json`. Precedence: command line, then ini, then environment, then default.
+
+Choices that name a registered thing (topologies, ToolSearcher scorers, agent kinds)
+are read from that registry when first needed, so a new topology module is all it
+takes to add a choice.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import warnings
+from dataclasses import dataclass, field, make_dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+# -- value parsers -------------------------------------------------------------------------
+
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+def parse_bool(text: Any) -> bool:
+    if isinstance(text, bool):
+        return text
+    value = str(text).strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f"expected a boolean (1/0, true/false, yes/no, on/off), got {text!r}")
+
+
+def parse_list(text: Any) -> list[str]:
+    """"a, b c" or ["a,b", "c"] -> ["a", "b", "c"]."""
+    if isinstance(text, (list, tuple)):
+        return [item for part in text for item in parse_list(part)]
+    return [item for item in str(text).replace(",", " ").split() if item]
+
+
+def parse_urls(text: Any) -> list[str]:
+    return [url.rstrip("/") for url in parse_list(text)]
+
+
+def parse_shard(text: Any) -> tuple[int, int]:
+    index, sep, count = str(text).partition("/")
+    try:
+        shard = (int(index), int(count))
+    except ValueError:
+        shard = None
+    if not sep or shard is None or not 1 <= shard[0] <= shard[1]:
+        raise ValueError(f"expected i/n with 1 <= i <= n, got {text!r}")
+    return shard
+
+
+def parse_json_object(text: Any) -> dict:
+    if isinstance(text, dict):
+        return text
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ValueError("expected a JSON object")
+    return value
+
+
+def _non_negative(kind: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def parse(text: Any) -> Any:
+        value = kind(text)
+        if value < 0:
+            raise ValueError(f"must be >= 0, got {text!r}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _positive(kind: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def parse(text: Any) -> Any:
+        value = kind(text)
+        if value < 1:
+            raise ValueError(f"must be >= 1, got {text!r}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+# -- the table ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    help: str
+    parse: Callable[[Any], Any] = str
+    default: Any = None
+    choices: tuple[str, ...] | str | None = None  #: a tuple, or "module:REGISTRY" read lazily
+    flag: bool = False  #: a switch: --apibank-NAME / --apibank-no-NAME
+    env: tuple[str, ...] = ()  #: extra environment names read after APIBANK_NAME
+    deprecated_env: Mapping[str, Callable[[str], Any]] = field(default_factory=dict)  #: old name -> converter
+    secret: bool = False  #: never written or printed
+    default_text: str | None = None  #: the default as the README states it, where it is not a plain value
+    group: str = "run"  #: "run" (what and how to run) or "model" (how to reach and sample the model)
+
+    @property
+    def option(self) -> str:
+        return "--apibank-" + self.name.replace("_", "-")
+
+    @property
+    def dest(self) -> str:
+        return "apibank_" + self.name
+
+    @property
+    def env_names(self) -> tuple[str, ...]:
+        return ("APIBANK_" + self.name.upper(), *self.env)
+
+    @property
+    def many(self) -> bool:
+        return self.parse in (parse_list, parse_urls)
+
+    def allowed(self) -> tuple[str, ...] | None:
+        if isinstance(self.choices, str):
+            module, _, attribute = self.choices.partition(":")
+            return tuple(getattr(importlib.import_module(module), attribute).names())
+        return self.choices
+
+    def readme_default(self) -> str:
+        if self.default_text is not None:
+            return self.default_text
+        if self.default is None or self.default == []:
+            return "-"
+        if isinstance(self.default, bool):
+            return "on" if self.default else "off"
+        return f"`{self.default}`"
+
+
+_NO_CACHE = {"APIBANK_NO_CACHE": lambda text: not parse_bool(text)}
+
+SETTINGS: tuple[Setting, ...] = (
+    # what to run
+    Setting("root", "the API-Bank data root", default_text="`vendor/api-bank`"),
+    Setting("level", "`all` = the 100-task eval manifest (33/33/34); `1`, `2`, `3` = that level's curated list",
+            default="all", choices=("all", "1", "2", "3")),
+    Setting("limit", "run at most N instances of the selection (`apibank-bench run`: default 2, 0 = all)",
+            _non_negative(int), default_text="all"),
+    Setting("offset", "skip the first K instances of the manifest", _non_negative(int), 0),
+    Setting("only", "only these task IDs (as in the manifest, or without the `level-N::` prefix)", parse_list, []),
+    Setting("shard", "`i/n`: every n-th instance starting at the i-th", parse_shard),
+    Setting("topology", "the agent topology", default="single",
+            choices="apibank_bench.agents.topologies:TOPOLOGIES"),
+    Setting("team_size", "agents in a team: 2, 4, 8 or 10", int, 4),
+    Setting("rounds", "debate rounds after the first answers (decentralized)", _non_negative(int), 2),
+    Setting("message_format", "what agents pass each other", default="freeform",
+            choices=("freeform", "semi_structured", "structured_soft")),
+    Setting("prompts_dir", "a folder `<topology>/<role>.txt` overriding the packaged role prompts"),
+    Setting("toolsearcher_scorer", "how a ToolSearcher call is scored",
+            choices="apibank_bench.scoring.toolsearcher:SCORERS",
+            default_text="`keyword` for Level 1, else `official`"),
+    Setting("out_dir", "where results go (emptied at the start unless resuming)",
+            default_text="`results/apibank/<topology>`"),
+    Setting("resume", "skip instances already finished in `results.jsonl` (errored ones run again)", parse_bool,
+            False, flag=True),
+    Setting("concurrency", "instances in flight at once in each process", _positive(int),
+            default_text="remote: 32, embedded model and gold: 1"),
+    Setting("instance_timeout", "seconds one instance may take before it becomes an error row (0 = no limit)",
+            _non_negative(float), 600.0),
+    Setting("max_consecutive_errors", "stop the run after this many instances in a row fail at the endpoint "
+            "(0 = never)", _non_negative(int), 10),
+    # the model
+    Setting("model", "model name; `gold` replays the gold calls (a harness self-check)", group="model",
+            default_text="the embedded model"),
+    Setting("base_url", "OpenAI-compatible endpoint(s), comma separated, used round-robin; none = the embedded model",
+            parse_urls, [], env=("OPENAI_BASE_URL",),
+            deprecated_env={"APIBANK_BASE_URLS": parse_urls}, group="model"),
+    Setting("api_key", "the endpoint's API key", env=("OPENAI_API_KEY",), secret=True, group="model"),
+    Setting("temperature", "sampling temperature", float, 0.2, group="model"),
+    Setting("top_p", "nucleus sampling", float, 0.9, group="model"),
+    Setting("max_tokens", "completion token limit", _positive(int), 1024, group="model"),
+    Setting("seed", "sampling seed (each team member samples with its own offset)", int, 0, group="model"),
+    Setting("timeout", "seconds per HTTP request", float, 60.0, group="model"),
+    Setting("max_retries", "retries of a failed request (timeouts, connection errors, 408, 429, 5xx)",
+            _non_negative(int), 5, group="model"),
+    Setting("max_in_flight", "model requests in flight at once, per process (halved on HTTP 429, regained after "
+            "successes)", _positive(int), 64, group="model"),
+    Setting("extra_body", "JSON object merged into every request", parse_json_object, {}, group="model",
+            default_text="-"),
+    Setting("server_kind", "how a grammar is sent to the server", default="llama.cpp",
+            choices=("llama.cpp", "vllm", "vllm-structured", "none"), group="model"),
+    Setting("constrained", "grammar-constrained decoding from the visible API schemas", parse_bool, None,
+            flag=True, default_text="embedded: on, remote: off", group="model"),
+    Setting("cache", "the on-disk response cache (re-runs make no repeated model calls)", parse_bool, True,
+            flag=True, deprecated_env=_NO_CACHE, group="model"),
+    Setting("cache_dir", "the cache folder (responses, the assembled embedded model, the ToolSearcher model)",
+            default="~/.cache/apibank-bench", group="model"),
+)
+
+BY_NAME = {setting.name: setting for setting in SETTINGS}
+TEAM_SIZES = (2, 4, 8, 10)
+
+
+class _Base:
+    """Derived values of a run's settings (the fields come from `SETTINGS`)."""
+
+    @property
+    def is_gold(self) -> bool:
+        return self.model == "gold"
+
+    @property
+    def results_dir(self) -> str:
+        return self.out_dir or os.path.join("results", "apibank", "gold" if self.is_gold else self.topology)
+
+    @property
+    def instances_in_flight(self) -> int:
+        """`concurrency`, else 32 for a remote endpoint and 1 for the embedded model (2 CPU cores
+        serve one completion at a time) and the gold self-check (CPU-bound)."""
+        if self.concurrency:
+            return self.concurrency
+        return 32 if self.base_url and not self.is_gold else 1
+
+    @property
+    def cache_root(self) -> Path:
+        return Path(self.cache_dir).expanduser()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as `summary.json` records them: secrets left out."""
+        return {s.name: getattr(self, s.name) for s in SETTINGS if not s.secret}
+
+
+RunConfig = make_dataclass(
+    "RunConfig",
+    [(s.name, Any, field(default_factory=lambda d=s.default: d.copy() if isinstance(d, (list, dict)) else d))
+     for s in SETTINGS],
+    bases=(_Base,), frozen=True,
+)
+RunConfig.__module__ = __name__
+RunConfig.__doc__ = "One run's settings; build it with `resolve`."
+
+
+# -- resolution ---------------------------------------------------------------------------
+
+def _from_environment(setting: Setting, environ: Mapping[str, str]) -> tuple[Any, str] | None:
+    """The raw value and the variable it came from, or None."""
+    for name in setting.env_names:
+        if environ.get(name, "").strip():
+            return environ[name], name
+    for name, convert in setting.deprecated_env.items():
+        if environ.get(name, "").strip():
+            replacement = setting.env_names[0]
+            warnings.warn(f"{name} is deprecated and will be removed in the next release; use {replacement}",
+                          DeprecationWarning, stacklevel=3)
+            return convert(environ[name]), name
+    return None
+
+
+def _check(setting: Setting, value: Any, where: str) -> Any:
+    allowed = setting.allowed() if setting.choices else None
+    if allowed and value is not None and str(value) not in allowed:
+        raise ValueError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+def resolve(option_value: Callable[[Setting], Any] = lambda s: None,
+            ini_value: Callable[[Setting], Any] = lambda s: None,
+            environ: Mapping[str, str] | None = None) -> RunConfig:
+    """The run's settings: option, else ini, else environment, else default; each parsed and checked.
+
+    Errors name the option (or the variable) the bad value came from.
+    """
+    environ = os.environ if environ is None else environ
+    values = {}
+    for setting in SETTINGS:
+        raw, where = option_value(setting), setting.option
+        if raw is None or raw == []:
+            raw, where = ini_value(setting), f"ini {setting.dest}"
+        if raw is None or raw == "" or raw == []:
+            found = _from_environment(setting, environ)
+            raw, where = found if found else (None, "")
+        try:
+            value = setting.default if raw is None else setting.parse(raw)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        values[setting.name] = _check(setting, value, where)
+    cfg = RunConfig(**{name: (value.copy() if isinstance(value, (list, dict)) else value)
+                       for name, value in values.items()})
+    if cfg.topology != "single" and cfg.team_size not in TEAM_SIZES:
+        raise ValueError(f"{BY_NAME['team_size'].option} must be one of {TEAM_SIZES}, got {cfg.team_size}")
+    return cfg
+
+
+def from_environment(environ: Mapping[str, str] | None = None, **overrides: Any) -> RunConfig:
+    """Settings from the environment and defaults only (commands outside a run), with overrides."""
+    return resolve(lambda s: overrides.get(s.name), environ=environ)
+
+
+def value_from_environment(name: str, environ: Mapping[str, str] | None = None) -> Any:
+    """One setting from the environment, else its default (for code that runs outside a run)."""
+    setting = BY_NAME[name]
+    found = _from_environment(setting, os.environ if environ is None else environ)
+    return setting.default if found is None else setting.parse(found[0])
+
+
+# -- what the table generates --------------------------------------------------------------
+
+def add_pytest_options(parser) -> None:
+    group = parser.getgroup("apibank", "API-Bank benchmark (also ini apibank_* and env APIBANK_*)")
+    for setting in SETTINGS:
+        if setting.flag:
+            group.addoption(setting.option, action="store_const", const="true", dest=setting.dest, default=None,
+                            help=setting.help)
+            group.addoption("--apibank-no-" + setting.name.replace("_", "-"), action="store_const", const="false",
+                            dest=setting.dest, help=f"turn off: {setting.help}")
+        else:
+            group.addoption(setting.option, dest=setting.dest, default=None,
+                            nargs="+" if setting.many else None, help=setting.help)
+        parser.addini(setting.dest, setting.help, default=None)
+
+
+def add_command_flags(parser, skip: Iterable[str] = ()) -> None:
+    """The same settings as flags of a command (`--NAME`); unset flags stay None."""
+    import argparse
+
+    groups = {"run": parser.add_argument_group("run settings"),
+              "model": parser.add_argument_group("model settings (default: the embedded local model)")}
+    for setting in SETTINGS:
+        if setting.name in skip:
+            continue
+        flag = "--" + setting.name.replace("_", "-")
+        target = groups[setting.group]
+        if setting.flag:
+            target.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=setting.help)
+        else:
+            target.add_argument(flag, default=None, nargs="+" if setting.many else None, help=setting.help,
+                                metavar=setting.name.upper())
+
+
+def pytest_argv(values: Mapping[str, Any]) -> list[str]:
+    """`--apibank-*` options standing for the given (unparsed, non-None) setting values."""
+    argv: list[str] = []
+    for setting in SETTINGS:
+        value = values.get(setting.name)
+        if value is None:
+            continue
+        if setting.flag:
+            argv.append(setting.option if parse_bool(value) else "--apibank-no-" + setting.name.replace("_", "-"))
+        elif setting.many:
+            argv += [setting.option, *([value] if isinstance(value, str) else value)]
+        else:
+            argv += [setting.option, str(value)]
+    return argv
+
+
+def markdown_table() -> str:
+    """The README's options table."""
+    lines = ["| option | environment | default | meaning |", "| --- | --- | --- | --- |"]
+    for setting in SETTINGS:
+        choices = setting.allowed()
+        meaning = setting.help + (f" (one of {', '.join(f'`{c}`' for c in choices)})" if choices else "")
+        env = ", ".join(f"`{name}`" for name in setting.env_names)
+        lines.append(f"| `{setting.option}` | {env} | {setting.readme_default()} | {meaning} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown_table())
