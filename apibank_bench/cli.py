@@ -8,6 +8,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from .data import add_fetch_arguments
 from .paths import DataMissing
 
 
@@ -23,7 +24,7 @@ def cmd_data(args) -> int:
     from . import data
 
     if args.data_command == "fetch":
-        return data.main_fetch(args.source)
+        return data.main_fetch(args)
     return data.main_verify(args.root)
 
 
@@ -105,8 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     data = sub.add_parser("data", help="get or check the pinned API-Bank data")
     data_sub = data.add_subparsers(dest="data_command", required=True)
-    fetch = data_sub.add_parser("fetch", help="fill vendor/api-bank/ (from a local copy, or download the pinned archives)")
-    fetch.add_argument("--from", dest="source", default=None, help="a local API-Bank root laid out like upstream")
+    fetch = data_sub.add_parser("fetch", help="fill vendor/api-bank/ (from a local copy, or download the pinned files)")
+    add_fetch_arguments(fetch)
     verify = data_sub.add_parser("verify", help="check every locked file; names each missing or altered one")
     verify.add_argument("root", nargs="?", default=None, help="data root to check (default vendor/api-bank)")
     data.set_defaults(func=cmd_data)
