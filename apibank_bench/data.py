@@ -168,7 +168,8 @@ def _download(opener, url: str, item: LockedFile, target: Path, attempts: int, b
         try:
             return _download_once(opener, url, item, target)
         except urllib.error.HTTPError as exc:
-            if exc.code < 500 and exc.code != 429:  # the file is not there; asking again will not help
+            exc.close()
+            if exc.code < 500 and exc.code != 429:  # not found or refused: asking again will not help
                 raise FetchError(f"{item.path}: {url} answered HTTP {exc.code} {exc.reason}") from None
             last = f"HTTP {exc.code} {exc.reason}"
         except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets, short bodies
