@@ -2,25 +2,37 @@
 
 `vendor/apibank.lock.json` names every file the suite reads, with the
 repository and commit it comes from, its path there, and its sha256. Fetching
-from a local copy or from the pinned archives checks every file against it.
+from a local copy, or downloading each file at its pinned commit, checks every
+file against it before it is put in place.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
+import http.client
 import json
-import shutil
+import os
 import sys
-import tarfile
 import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
 from .paths import LOCK_FILE, VENDORED_ROOT
 
-ARCHIVE_URL = "https://github.com/{repository}/archive/{commit}.tar.gz"
+#: GitHub serves a file of a commit at <this>/<owner>/<repo>/<commit>/<path>.
+DEFAULT_BASE_URL = "https://raw.githubusercontent.com"
+BASE_URL_ENV = "APIBANK_DATA_BASE_URL"
+WORKERS = 8
+ATTEMPTS = 4  #: tries per file; pauses of BACKOFF, 2x, 4x seconds between them
+BACKOFF = 0.5
+TIMEOUT = 60  #: seconds without a byte before a try counts as failed
+PART_SUFFIX = ".part"
 
 
 @dataclass(frozen=True)
@@ -86,33 +98,145 @@ def fetch_from_directory(source: Path, dest: Path = VENDORED_ROOT, lock: Lock | 
     return len(lock.files)
 
 
-def fetch_from_archives(dest: Path = VENDORED_ROOT, lock: Lock | None = None, progress=print) -> int:
-    """Download each pinned source archive once and extract the locked files from it."""
+class FetchError(RuntimeError):
+    """A locked file could not be downloaded, or arrived different; the message names it."""
+
+
+def base_url(flag: str | None = None) -> str:
+    """Where raw files are fetched from: `--base-url`, else $APIBANK_DATA_BASE_URL, else GitHub."""
+    return (flag or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
+
+
+def file_url(base: str, source: dict, source_path: str) -> str:
+    """`<base>/<owner>/<repo>/<commit>/<path>`: GitHub's raw-file layout, which a mirror copies."""
+    return f"{base}/{source['repository']}/{source['commit']}/{urllib.parse.quote(source_path)}"
+
+
+class Progress:
+    """Files done of total and megabytes, redrawn in place on a terminal (silent otherwise)."""
+
+    def __init__(self, total: int, stream=None):
+        self.total, self.done, self.bytes = total, 0, 0
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty()
+        self._lock = threading.Lock()
+
+    def __str__(self) -> str:
+        return f"{self.done}/{self.total} files, {self.bytes / 1e6:.1f} MB"
+
+    def add(self, size: int) -> None:
+        with self._lock:
+            self.done += 1
+            self.bytes += size
+            if self.live:
+                self.stream.write(f"\rdownloading: {self}")
+                self.stream.flush()
+
+    def close(self) -> None:
+        if self.live and self.done:
+            self.stream.write("\n")
+
+
+def _is_installed(dest: Path, item: LockedFile) -> bool:
+    target = dest / item.path
+    return target.is_file() and sha256_of(target) == item.sha256
+
+
+def _download_once(opener, url: str, item: LockedFile, target: Path) -> int:
+    """Stream `url` into a hidden file beside `target`, check its sha256, then rename it into place."""
+    with opener.open(url, timeout=TIMEOUT) as response:
+        fd, part = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=PART_SUFFIX)
+        try:
+            digest, size = hashlib.sha256(), 0
+            with os.fdopen(fd, "wb") as out:
+                for block in iter(lambda: response.read(1 << 16), b""):
+                    digest.update(block)
+                    out.write(block)
+                    size += len(block)
+            if digest.hexdigest() != item.sha256:
+                raise FetchError(f"{item.path}: {url} sent {size} bytes with sha256 {digest.hexdigest()[:12]}..., "
+                                 f"the lock says {item.sha256[:12]}...; not installed")
+            os.replace(part, target)  # atomic: readers see the old file or the whole new one
+            return size
+        finally:
+            Path(part).unlink(missing_ok=True)
+
+
+def _download(opener, url: str, item: LockedFile, target: Path, attempts: int, backoff: float) -> int:
+    """One file, retrying server errors, rate limits and broken connections with doubling pauses."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return _download_once(opener, url, item, target)
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            if exc.code < 500 and exc.code != 429:  # not found or refused: asking again will not help
+                raise FetchError(f"{item.path}: {url} answered HTTP {exc.code} {exc.reason}") from None
+            last = f"HTTP {exc.code} {exc.reason}"
+        except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets, short bodies
+            last = str(getattr(exc, "reason", None) or exc) or type(exc).__name__
+        if attempt < attempts:
+            time.sleep(backoff * 2 ** (attempt - 1))
+    raise FetchError(f"{item.path}: {url} failed {attempts} times (last: {last})")
+
+
+def _remove_partials(dest: Path, lock: Lock) -> None:
+    """Hidden part files a killed fetch left behind."""
+    for folder in {(dest / item.path).parent for item in lock.files}:
+        for part in folder.glob(f".*{PART_SUFFIX}"):
+            part.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    downloaded: int
+    kept: int
+    bytes: int
+
+
+def fetch_from_web(dest: Path = VENDORED_ROOT, lock: Lock | None = None, base: str | None = None,
+                   workers: int = WORKERS, attempts: int = ATTEMPTS, backoff: float = BACKOFF,
+                   progress: Progress | None = None) -> FetchResult:
+    """Download each locked file that is missing or altered under `dest`, at its pinned commit.
+
+    Files already matching the lock are kept, so an interrupted fetch resumes. The first file
+    that fails for good stops the rest (those in flight finish); the error names it.
+    """
     lock = lock or Lock.load()
-    count = 0
-    for key, source in lock.sources.items():
-        wanted = {item.source_path: item for item in lock.files if item.source == key}
-        if not wanted:
-            continue
-        url = ARCHIVE_URL.format(**source)
-        progress(f"downloading {source['repository']}@{source['commit'][:12]} ({len(wanted)} files)")
-        with tempfile.TemporaryFile() as spool:
-            with urllib.request.urlopen(url, timeout=120) as response:
-                shutil.copyfileobj(response, spool)
-            spool.seek(0)
-            with tarfile.open(fileobj=spool, mode="r:gz") as archive:
-                for member in archive:
-                    # Archive members are "<repo>-<commit>/<path>"; strip the top folder.
-                    inner = member.name.split("/", 1)[-1]
-                    item = wanted.pop(inner, None)
-                    if item is None or not member.isfile():
-                        continue
-                    data = archive.extractfile(member).read()
-                    _install(data, item, dest, url)
-                    count += 1
-        if wanted:
-            raise FileNotFoundError(f"{url} lacks {len(wanted)} locked file(s), e.g. {next(iter(wanted))}")
-    return count
+    base = base_url(base)
+    dest = Path(dest)
+    _remove_partials(dest, lock)
+    todo = [item for item in lock.files if not _is_installed(dest, item)]
+    progress = progress or Progress(len(todo))
+    # build_opener() reads HTTPS_PROXY / HTTP_PROXY / NO_PROXY now (urlopen's cached opener would not).
+    opener = urllib.request.build_opener()
+    stop = threading.Event()
+
+    def fetch_one(item: LockedFile) -> None:
+        if stop.is_set():
+            return
+        target = dest / item.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        url = file_url(base, lock.sources[item.source], item.source_path)
+        try:
+            progress.add(_download(opener, url, item, target, attempts, backoff))
+        except BaseException:
+            stop.set()
+            raise
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = [pool.submit(fetch_one, item) for item in todo]
+        try:
+            wait(futures)
+        except BaseException:  # Ctrl-C: let the files in flight finish, start no more
+            stop.set()
+            raise
+    progress.close()
+    failures = [str(future.exception()) for future in futures if future.exception()]
+    if failures:
+        more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+        raise FetchError(f"{failures[0]}{more}; {progress.done} of {len(todo)} files downloaded, "
+                         "run `apibank-bench data fetch` again to resume")
+    return FetchResult(downloaded=len(todo), kept=len(lock.files) - len(todo), bytes=progress.bytes)
 
 
 def write_lock(root: Path, sources: dict, assign, out: Path = LOCK_FILE) -> None:
@@ -128,24 +252,3 @@ def write_lock(root: Path, sources: dict, assign, out: Path = LOCK_FILE) -> None
     payload = {"comment": "Every API-Bank file the suite reads, pinned. Regenerate only on purpose.",
                "sources": sources, "files": files}
     Path(out).write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
-
-
-def main_fetch(source: str | None, dest: Path = VENDORED_ROOT) -> int:
-    if source:
-        count = fetch_from_directory(Path(source), dest)
-    else:
-        count = fetch_from_archives(dest)
-    print(f"fetched {count} files into {dest}; all match vendor/apibank.lock.json")
-    return 0
-
-
-def main_verify(root: str | None) -> int:
-    target = Path(root) if root else VENDORED_ROOT
-    problems = verify(target)
-    for line in problems:
-        print(line, file=sys.stderr)
-    if problems:
-        print(f"{len(problems)} problem(s) under {target}; run `apibank-bench data fetch` to restore", file=sys.stderr)
-        return 1
-    print(f"ok: {len(Lock.load().files)} files under {target} match the lock")
-    return 0
