@@ -67,6 +67,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("team_size", "agents in a team (independent, decentralized, centralized)", int, 4),
     Setting("rounds", "debate rounds (decentralized)", int, 2),
     Setting("message_format", "what one agent passes to another", default="freeform", choices=MESSAGE_FORMATS),
+    Setting("vote", "how voting teams count calls: reference (exact arguments, as the reference harness) "
+                    "or normalized (string values trimmed)", default="reference", choices=("reference", "normalized")),
     Setting("model", "model name; 'gold' replays the gold call (a harness self-check); "
                      "unset with no base URL = the embedded local model"),
     Setting("base_url", "OpenAI-compatible endpoint(s), comma separated (round-robin)", _list, []),
@@ -94,6 +96,7 @@ class RunConfig:
     team_size: int = 4
     rounds: int = 2
     message_format: str = "freeform"
+    vote: str = "reference"
     model: str | None = None
     base_url: list[str] = field(default_factory=list)
     toolsearcher_scorer: str | None = None

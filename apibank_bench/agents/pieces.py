@@ -1,4 +1,4 @@
-"""The pieces every topology is built from: one agent turn, voting, and inter-agent messages."""
+"""The pieces every topology is built from: one agent turn and inter-agent messages (votes: vote.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..llm import ChatClient, ModelError, call_extra_body
-from ..parsing import ParseError, candidates, parse_call, select_call
-from ..tasks import Task, render_call
+from ..parsing import candidates, select_call
+from ..tasks import Task
 from .prompts import role_prompt, task_prompt, visible_schemas
 from .solution import Solution
+from .vote import canonical_call
 
 
 @dataclass
@@ -22,7 +23,7 @@ class AgentTurn:
     round: int = 0  #: debate round (0 elsewhere)
     index: int = 0  #: the agent's place in its team; orders turns and breaks ties
     answer: str = ""
-    call: str | None = None  #: the parsed call in canonical text form, None if it did not parse
+    call: str | None = None  #: the parsed call in canonical text form (vote.canonical_call), None if it did not parse
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
@@ -71,50 +72,6 @@ class Agents:
         turn.latency_s, turn.cached = completion.latency_s, completion.cached
         turn.call = canonical_call(turn.answer)
         return turn
-
-
-def canonical_call(answer: str) -> str | None:
-    """A call's canonical text (name, then arguments sorted by key), or None if it does not parse."""
-    try:
-        call = parse_call(answer)
-    except ParseError:
-        return None
-    arguments = {key: _normal(value) for key, value in sorted(call.arguments.items())}
-    return render_call(call.name, arguments)
-
-
-def _normal(value: Any) -> Any:
-    """Values compared loosely for voting: strings stripped, containers element-wise."""
-    if isinstance(value, str):
-        return value.strip()
-    if isinstance(value, (list, tuple)):
-        return [_normal(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _normal(item) for key, item in sorted(value.items(), key=lambda kv: str(kv[0]))}
-    return value
-
-
-def vote(turns: list[AgentTurn]) -> tuple[int | None, dict[str, int]]:
-    """The winning turn's index and the tally.
-
-    Calls are compared in canonical form; the most common wins and ties go to
-    the earliest agent. Answers that do not parse vote only if none parses
-    (then the raw answers are compared, whitespace- and case-folded).
-    """
-    keys = [turn.call for turn in turns]
-    if not any(keys):
-        keys = [" ".join(turn.answer.lower().split()) or None for turn in turns]
-    tally: dict[str, int] = {}
-    first: dict[str, int] = {}
-    for index, key in enumerate(keys):
-        if key is None:
-            continue
-        tally[key] = tally.get(key, 0) + 1
-        first.setdefault(key, index)
-    if not tally:
-        return None, {}
-    winner = max(tally, key=lambda key: (tally[key], -first[key]))
-    return first[winner], tally
 
 
 def final_answer(turn: AgentTurn | None) -> str | None:

@@ -18,9 +18,10 @@ from ..config import RunConfig
 from ..llm import ChatClient, Completion
 from ..llm.client import NO_KEY
 from ..tasks import Task, render_call
-from .pieces import AgentTurn, canonical_call, solution_from
+from .pieces import AgentTurn, solution_from
 from .prompts import role_prompt, task_prompt, visible_schemas
 from .solution import Solution
+from .vote import canonical_call
 
 #: API-Bank parameter types as JSON-schema types; anything else is a string.
 JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean",

@@ -15,8 +15,9 @@ from langgraph.graph import END, START, StateGraph
 
 from ..config import RunConfig
 from ..tasks import Task
-from .pieces import Agents, AgentTurn, reports, solution_from, vote
+from .pieces import Agents, AgentTurn, reports, solution_from
 from .solution import Solution
+from .vote import vote
 
 #: Centralized workers, in the order a team adds them (a team of N has N - 1 workers).
 WORKER_ROLES = ("caller_worker", "inspector_worker", "validator_worker", "toolsearcher_worker", "intent_worker",
@@ -65,9 +66,10 @@ def _solve_with(graph, choose: Callable[[list[AgentTurn]], tuple[AgentTurn | Non
     return solve
 
 
-def _voted(turns: list[AgentTurn]) -> tuple[AgentTurn | None, dict]:
-    winner, tally = vote(turns)
-    return (None if winner is None else turns[winner]), {"vote": {"tally": tally, "winner": winner}}
+def _voted(turns: list[AgentTurn], rule: str) -> tuple[AgentTurn | None, dict]:
+    """The team's vote over `turns` (its trace lists each agent's key and the tally, to check by hand)."""
+    result = vote([turn.answer for turn in turns], rule)
+    return (None if result.winner is None else turns[result.winner]), {"vote": result.to_dict()}
 
 
 def _last(turns: list[AgentTurn]) -> tuple[AgentTurn | None, dict]:
@@ -86,7 +88,7 @@ def independent(agents: Agents, cfg: RunConfig):
         return lambda state: {"turns": [agents.ask(state["task"], "solver", index=index)]}
 
     step = [(f"solver_{i}", solver(i)) for i in range(cfg.team_size)]
-    return _solve_with(_graph([step]), lambda turns: _voted(turns))
+    return _solve_with(_graph([step]), lambda turns: _voted(turns, cfg.vote))
 
 
 def decentralized(agents: Agents, cfg: RunConfig):
@@ -99,7 +101,7 @@ def decentralized(agents: Agents, cfg: RunConfig):
         return node
 
     steps = [[(f"debater_{r}_{i}", debater(i, r)) for i in range(cfg.team_size)] for r in range(cfg.rounds + 1)]
-    return _solve_with(_graph(steps), lambda turns: _voted(_ordered(turns, cfg.rounds)))
+    return _solve_with(_graph(steps), lambda turns: _voted(_ordered(turns, cfg.rounds), cfg.vote))
 
 
 def centralized(agents: Agents, cfg: RunConfig):
