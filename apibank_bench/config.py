@@ -11,6 +11,7 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
 
+#: `agents_sdk` is an alias of `single` with `agent_kind=sdk`.
 TOPOLOGIES = ("single", "independent", "decentralized", "centralized", "sequential", "agents_sdk")
 MESSAGE_FORMATS = ("freeform", "semi_structured", "structured_soft")
 TEAM_SIZES = (2, 4, 8, 10)
@@ -67,6 +68,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("team_size", "agents in a team (independent, decentralized, centralized)", int, 4),
     Setting("rounds", "debate rounds (decentralized)", int, 2),
     Setting("message_format", "what one agent passes to another", default="freeform", choices=MESSAGE_FORMATS),
+    Setting("agent_kind", "what answers at each node of every topology: chat (one chat completion) or sdk "
+                          "(an OpenAI Agents SDK agent with the visible APIs as function tools)",
+            default="chat", choices=("chat", "sdk")),
     Setting("vote", "how voting teams count calls: reference (exact arguments, as the reference harness) "
                     "or normalized (string values trimmed)", default="reference", choices=("reference", "normalized")),
     Setting("model", "model name; 'gold' replays the gold call (a harness self-check); "
@@ -96,6 +100,7 @@ class RunConfig:
     team_size: int = 4
     rounds: int = 2
     message_format: str = "freeform"
+    agent_kind: str = "chat"
     vote: str = "reference"
     model: str | None = None
     base_url: list[str] = field(default_factory=list)
@@ -113,7 +118,10 @@ class RunConfig:
 
     @property
     def results_dir(self) -> str:
-        return self.out_dir or os.path.join("results", "apibank", "gold" if self.is_gold else self.topology)
+        # Another agent kind gets its own folder, so a resumed run never mixes kinds.
+        plain = self.agent_kind == "chat" or self.topology == "agents_sdk"
+        name = self.topology if plain else f"{self.topology}_{self.agent_kind}"
+        return self.out_dir or os.path.join("results", "apibank", "gold" if self.is_gold else name)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -254,7 +254,7 @@ def test_sdk_tool_call_is_the_prediction(stub, task):
     [agent] = solution.trace["agents"]
     assert agent["answer"] == GOLD and agent["call"] == CANONICAL and agent["error"] is None
     assert (solution.prompt_tokens, solution.completion_tokens, solution.model_calls) == (11, 7, 1)
-    assert solution.latency_s > 0 and solution.trace["tool_calls"][0]["name"] == "GetUserToken"
+    assert solution.latency_s > 0 and solution.trace["agents"][0]["tool_calls"][0]["name"] == "GetUserToken"
 
 
 def test_sdk_first_of_several_tool_calls_counts(stub, task):
@@ -268,7 +268,7 @@ def test_sdk_first_of_several_tool_calls_counts(stub, task):
 def test_sdk_text_answer_with_a_bracketed_call_counts(stub, task):
     stub.push(correct(f"The user gave credentials, so: {GOLD}"))
     solution = sdk(stub, task)
-    assert solution.answer == GOLD and solution.trace["tool_calls"] == []
+    assert solution.answer == GOLD and solution.trace["agents"][0]["tool_calls"] == []
     assert len(stub.chat_requests) == 1
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..llm import ChatClient, ModelError, call_extra_body
+from ..llm import ChatClient, Completion, ModelError, call_extra_body
 from ..parsing import candidates, select_call
 from ..tasks import Task
 from .prompts import role_prompt, task_prompt, visible_schemas
@@ -29,13 +29,18 @@ class AgentTurn:
     latency_s: float = 0.0
     cached: bool = False
     error: str | None = None
+    tool_calls: list[dict[str, str]] = field(default_factory=list)  #: an SDK agent's tool calls ({name, arguments})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 class Agents:
-    """What the agents of one run share: the model, the prompts, the decoding settings."""
+    """What the agents of one run share: the model, the prompts, the decoding settings.
+
+    These are `chat` agents (one chat completion answering with the bracketed call);
+    agents/kinds.py lists the other kinds, which keep this `ask` signature.
+    """
 
     def __init__(self, model: ChatClient, topology: str, prompts_dir: str | None = None,
                  message_format: str = "freeform") -> None:
@@ -53,24 +58,31 @@ class Agents:
         Each agent samples with its own seed (seed + index + round * 100), so a team
         is not N copies of one cached answer.
         """
-        user = task_prompt(task, context) if show_task else f"YOUR ASSIGNMENT:\n{context.strip()}"
-        messages = [
-            {"role": "system", "content": role_prompt(self.topology, role, self.prompts_dir)},
-            {"role": "user", "content": user},
-        ]
         config = self.model.config
         constrain = emits_call and config.use_grammar
         extra = call_extra_body(visible_schemas(task), config.server_kind) if constrain else None
-        turn = AgentTurn(role=role, messages=messages, round=round, index=index)
+        turn = AgentTurn(role=role, messages=self.messages(task, role, context, show_task), round=round, index=index)
         try:
-            completion = self.model.complete(messages, extra_body=extra, seed=config.seed + index + 100 * round)
+            completion = self.model.complete(turn.messages, extra_body=extra, seed=self.seed(index, round))
         except ModelError as exc:
             completion = exc.completion
             turn.error = str(exc)
-        turn.answer = completion.text or ""
+        return self.answered(turn, completion, completion.text or "")
+
+    def messages(self, task: Task, role: str, context: str, show_task: bool) -> list[dict[str, str]]:
+        user = task_prompt(task, context) if show_task else f"YOUR ASSIGNMENT:\n{context.strip()}"
+        return [{"role": "system", "content": role_prompt(self.topology, role, self.prompts_dir)},
+                {"role": "user", "content": user}]
+
+    def seed(self, index: int, round: int) -> int:
+        return self.model.config.seed + index + 100 * round
+
+    @staticmethod
+    def answered(turn: AgentTurn, completion: Completion, answer: str) -> AgentTurn:
+        """The turn with its answer and the completion's usage filled in."""
+        turn.answer, turn.call = answer, canonical_call(answer)
         turn.prompt_tokens, turn.completion_tokens = completion.prompt_tokens, completion.completion_tokens
         turn.latency_s, turn.cached = completion.latency_s, completion.cached
-        turn.call = canonical_call(turn.answer)
         return turn
 
 

@@ -8,6 +8,7 @@ in-flight cap.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 from typing import Annotated, Any, Callable, TypedDict
 
@@ -15,6 +16,7 @@ from langgraph.graph import END, START, StateGraph
 
 from ..config import RunConfig
 from ..tasks import Task
+from .kinds import make_agents
 from .pieces import Agents, AgentTurn, reports, solution_from
 from .solution import Solution
 from .vote import vote
@@ -149,13 +151,11 @@ BUILDERS = {"single": single, "independent": independent, "decentralized": decen
 
 
 def build_topology(cfg: RunConfig, model) -> Callable[[Task], Solution]:
-    if cfg.topology == "agents_sdk":
-        from .sdk_runner import build_agents_sdk
-
-        return build_agents_sdk(cfg, model)
+    if cfg.topology == "agents_sdk":  # kept for existing commands: an alias of `single` with `sdk` agents
+        cfg = dataclasses.replace(cfg, topology="single", agent_kind="sdk")
     try:
         builder = BUILDERS[cfg.topology]
     except KeyError:
         raise ValueError(f"unknown topology {cfg.topology!r}; expected one of "
                          f"{', '.join([*BUILDERS, 'agents_sdk'])}") from None
-    return builder(Agents(model, cfg.topology, cfg.prompts_dir, cfg.message_format), cfg)
+    return builder(make_agents(cfg, model), cfg)
