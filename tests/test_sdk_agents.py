@@ -111,6 +111,21 @@ def test_a_text_answer_with_a_bracketed_call_still_counts(stub, task):
     assert [agent["tool_calls"] for agent in solution.trace["agents"]] == [[], []]
 
 
+def test_a_call_to_an_unknown_tool_is_a_wrong_answer_not_an_error(stub, task):
+    solution = solve(stub, task, "single", calls=lambda body: ("DeleteEverything", {"now": True}))
+    assert solution.answer == "[DeleteEverything(now=True)]" and solution.error is None
+    assert solution.trace["agents"][0]["error"] is None
+
+
+def test_tool_arguments_that_are_not_a_json_object_leave_the_text_to_read(stub, task):
+    stub.push(Reply(text=f"Maybe {render_call(*ALARM)}", tool_calls=[{"name": "AddAlarm", "arguments": "[1, 2]"}]))
+    solution = solve(stub, task, "single")
+    assert solution.answer == render_call(*ALARM)
+    stub.push(tool_call("AddAlarm", "{not json"))
+    solution = solve(stub, task, "single")
+    assert solution.answer is not None and not solution.answer and solution.error is None
+
+
 def test_a_vote_among_sdk_peers_breaks_ties_to_the_earliest_agent(stub, task):
     order = [AGENDA, ALARM, ALARM, AGENDA]
     solution = solve(stub, task, "independent", calls=lambda body: order[body["seed"]])

@@ -2,8 +2,10 @@
 
 The agent's first tool call is its answer, rendered as the bracketed call, and the
 run stops there (`stop_on_first_tool`, one model request). An agent that answers
-in text instead is read like a chat agent's answer (its last bracketed call
-counts). A free-text turn (a manager's delegation) runs with no tools.
+in text instead, or whose first tool call's arguments are not a JSON object, is
+read like a chat agent's answer (its last bracketed call counts). A call to a tool
+the agent was not given is still its answer (a wrong one, not an error). A
+free-text turn (a manager's delegation) runs with no tools.
 
 The SDK's chat-completions model gets `ClientBridge` as its OpenAI client: the SDK
 builds the request (messages, tools) and reads the response, while the request
