@@ -157,12 +157,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("rounds", "debate rounds after the first answers (decentralized)", _non_negative(int), 2),
     Setting("message_format", "what agents pass each other", default="freeform",
             choices=("freeform", "semi_structured", "structured_soft")),
+    Setting("agent_kind", "what answers at each node of every topology", default="chat",
+            choices="apibank_bench.agents.kinds:AGENT_KINDS"),
+    Setting("vote", "how voting teams count calls: `reference` (exact arguments, as the reference harness) or "
+            "`normalized` (string values trimmed)", default="reference", choices=("reference", "normalized")),
     Setting("prompts_dir", "a folder `<topology>/<role>.txt` overriding the packaged role prompts"),
     Setting("toolsearcher_scorer", "how a ToolSearcher call is scored",
             choices="apibank_bench.scoring.toolsearcher:SCORERS",
             default_text="`keyword` for Level 1, else `official`"),
-    Setting("out_dir", "where results go (emptied at the start unless resuming)",
-            default_text="`results/apibank/<topology>`"),
+    Setting("out_dir", "where results go (emptied when the first instance of a fresh run finishes)",
+            default_text="`results/apibank/<topology>` (`<topology>_sdk` for sdk agents)"),
     Setting("resume", "skip instances already finished in `results.jsonl` (errored ones run again)", parse_bool,
             False, flag=True),
     Setting("concurrency", "instances in flight at once in each process", _positive(int),
@@ -212,7 +216,10 @@ class _Base:
 
     @property
     def results_dir(self) -> str:
-        return self.out_dir or os.path.join("results", "apibank", "gold" if self.is_gold else self.topology)
+        # Another agent kind gets its own folder, so a resumed run never mixes kinds.
+        plain = self.agent_kind == "chat" or self.topology == "agents_sdk"
+        name = self.topology if plain else f"{self.topology}_{self.agent_kind}"
+        return self.out_dir or os.path.join("results", "apibank", "gold" if self.is_gold else name)
 
     @property
     def instances_in_flight(self) -> int:

@@ -173,14 +173,15 @@ B = "[AddAgenda(token='t', content='Meeting with John', time='2023-09-12 14:00:0
 @pytest.mark.parametrize("answers,winner", [
     ([B, A, A, B], 0),  # 2-2: the earliest agent's call
     ([A, B, B, A], 0),
-    (["no call here", A, B, B], 2),  # the unparseable answer does not break the 1-2 count
-    (["I am unsure", "I am unsure", "I am unsure", A], 3),  # unparseable answers do not vote
-    ([B, "[AddAlarm(time=' 2023-09-12 13:50:00', token='t')]", A, "??"], 1),  # compared in canonical form
-    (["maybe", "no idea", "No  IDEA", "no idea"], 1),  # none parses: raw answers vote, folded
+    (["no call here", A, B, B], 2),  # prose votes with its own text: 1-1-2
+    (["I am unsure", "I am unsure", "I am unsure", A], 0),  # ... and can win (the reference's rule)
+    ([B, "[AddAlarm(time=' 2023-09-12 13:50:00', token='t')]", A, "??"], 0),  # exact arguments: four 1-vote keys
+    (["maybe", "no idea", "No  IDEA", "no idea"], 1),  # text keys are lower-cased and trimmed, not folded
 ])
 def test_independent_vote(stub, task, answers, winner):
+    """The topology applies agents/vote.py's rule (tests/test_vote.py covers the rule itself)."""
     solution = solve(stub, task, "independent", 4, script=lambda body: answers[body["seed"]])
-    assert solution.trace["vote"]["winner"] == winner
+    assert solution.trace["vote"]["winner"] == winner and solution.trace["vote"]["rule"] == "reference"
     assert solution.answer == answers[winner].strip()
 
 
@@ -255,7 +256,7 @@ def test_sdk_tool_call_is_the_prediction(stub, task):
     [agent] = solution.trace["agents"]
     assert agent["answer"] == GOLD and agent["call"] == CANONICAL and agent["error"] is None
     assert (solution.prompt_tokens, solution.completion_tokens, solution.model_calls) == (11, 7, 1)
-    assert solution.latency_s > 0 and solution.trace["tool_calls"][0]["name"] == "GetUserToken"
+    assert solution.latency_s > 0 and solution.trace["agents"][0]["tool_calls"][0]["name"] == "GetUserToken"
 
 
 def test_sdk_first_of_several_tool_calls_counts(stub, task):
@@ -269,7 +270,7 @@ def test_sdk_first_of_several_tool_calls_counts(stub, task):
 def test_sdk_text_answer_with_a_bracketed_call_counts(stub, task):
     stub.push(correct(f"The user gave credentials, so: {GOLD}"))
     solution = sdk(stub, task)
-    assert solution.answer == GOLD and solution.trace["tool_calls"] == []
+    assert solution.answer == GOLD and solution.trace["agents"][0]["tool_calls"] == []
     assert len(stub.chat_requests) == 1
 
 

@@ -1,16 +1,17 @@
-"""The pieces every topology is built from: one agent turn, voting, and inter-agent messages."""
+"""The pieces every topology is built from: one agent turn and inter-agent messages (votes: vote.py)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..llm import ChatClient, ModelError, call_extra_body
-from ..parsing import ParseError, candidates, parse_call, select_call
-from ..tasks import Task, render_call
+from ..llm import ChatClient, Completion, ModelError, call_extra_body
+from ..parsing import candidates, select_call
+from ..tasks import Task
 from .prompts import role_prompt, task_prompt, visible_schemas
 from .solution import Solution
+from .vote import canonical_call
 
 
 @dataclass
@@ -22,19 +23,24 @@ class AgentTurn:
     round: int = 0  #: debate round (0 elsewhere)
     index: int = 0  #: the agent's place in its team; orders turns and breaks ties
     answer: str = ""
-    call: str | None = None  #: the parsed call in canonical text form, None if it did not parse
+    call: str | None = None  #: the parsed call in canonical text form (vote.canonical_call), None if it did not parse
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
     cached: bool = False
     error: str | None = None
+    tool_calls: list[dict[str, str]] = field(default_factory=list)  #: an SDK agent's tool calls ({name, arguments})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 class Agents:
-    """What the agents of one run share: the model, the prompts, the decoding settings."""
+    """What the agents of one run share: the model, the prompts, the decoding settings.
+
+    These are `chat` agents (one chat completion answering with the bracketed call);
+    agents/kinds.py lists the other kinds, which keep this `ask` signature.
+    """
 
     def __init__(self, model: ChatClient, topology: str, prompts_dir: str | None = None,
                  message_format: str = "freeform") -> None:
@@ -52,69 +58,32 @@ class Agents:
         Each agent samples with its own seed (seed + index + round * 100), so a team
         is not N copies of one cached answer.
         """
-        user = task_prompt(task, context) if show_task else f"YOUR ASSIGNMENT:\n{context.strip()}"
-        messages = [
-            {"role": "system", "content": role_prompt(self.topology, role, self.prompts_dir)},
-            {"role": "user", "content": user},
-        ]
         config = self.model.config
         constrain = emits_call and config.use_grammar
         extra = call_extra_body(visible_schemas(task), config.server_kind) if constrain else None
-        turn = AgentTurn(role=role, messages=messages, round=round, index=index)
+        turn = AgentTurn(role=role, messages=self.messages(task, role, context, show_task), round=round, index=index)
         try:
-            completion = self.model.complete(messages, extra_body=extra, seed=config.seed + index + 100 * round)
+            completion = self.model.complete(turn.messages, extra_body=extra, seed=self.seed(index, round))
         except ModelError as exc:
             completion = exc.completion
             turn.error = str(exc)
-        turn.answer = completion.text or ""
+        return self.answered(turn, completion, completion.text or "")
+
+    def messages(self, task: Task, role: str, context: str, show_task: bool) -> list[dict[str, str]]:
+        user = task_prompt(task, context) if show_task else f"YOUR ASSIGNMENT:\n{context.strip()}"
+        return [{"role": "system", "content": role_prompt(self.topology, role, self.prompts_dir)},
+                {"role": "user", "content": user}]
+
+    def seed(self, index: int, round: int) -> int:
+        return self.model.config.seed + index + 100 * round
+
+    @staticmethod
+    def answered(turn: AgentTurn, completion: Completion, answer: str) -> AgentTurn:
+        """The turn with its answer and the completion's usage filled in."""
+        turn.answer, turn.call = answer, canonical_call(answer)
         turn.prompt_tokens, turn.completion_tokens = completion.prompt_tokens, completion.completion_tokens
         turn.latency_s, turn.cached = completion.latency_s, completion.cached
-        turn.call = canonical_call(turn.answer)
         return turn
-
-
-def canonical_call(answer: str) -> str | None:
-    """A call's canonical text (name, then arguments sorted by key), or None if it does not parse."""
-    try:
-        call = parse_call(answer)
-    except ParseError:
-        return None
-    arguments = {key: _normal(value) for key, value in sorted(call.arguments.items())}
-    return render_call(call.name, arguments)
-
-
-def _normal(value: Any) -> Any:
-    """Values compared loosely for voting: strings stripped, containers element-wise."""
-    if isinstance(value, str):
-        return value.strip()
-    if isinstance(value, (list, tuple)):
-        return [_normal(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _normal(item) for key, item in sorted(value.items(), key=lambda kv: str(kv[0]))}
-    return value
-
-
-def vote(turns: list[AgentTurn]) -> tuple[int | None, dict[str, int]]:
-    """The winning turn's index and the tally.
-
-    Calls are compared in canonical form; the most common wins and ties go to
-    the earliest agent. Answers that do not parse vote only if none parses
-    (then the raw answers are compared, whitespace- and case-folded).
-    """
-    keys = [turn.call for turn in turns]
-    if not any(keys):
-        keys = [" ".join(turn.answer.lower().split()) or None for turn in turns]
-    tally: dict[str, int] = {}
-    first: dict[str, int] = {}
-    for index, key in enumerate(keys):
-        if key is None:
-            continue
-        tally[key] = tally.get(key, 0) + 1
-        first.setdefault(key, index)
-    if not tally:
-        return None, {}
-    winner = max(tally, key=lambda key: (tally[key], -first[key]))
-    return first[winner], tally
 
 
 def final_answer(turn: AgentTurn | None) -> str | None:

@@ -1,26 +1,29 @@
-"""The OpenAI Agents SDK runner: one SDK agent with the task's visible APIs as function tools.
+"""`sdk` agents: each turn is an OpenAI Agents SDK agent with the task's visible APIs as function tools.
 
-The first tool call the agent makes is its prediction, rendered as the bracketed
-call, and the run stops there (`stop_on_first_tool`). An agent that answers in
-text instead is read like any other answer (its last bracketed call counts).
-The SDK reaches only the run's base URL(s), through an AsyncOpenAI client made
-per instance; tracing is off. Requests bypass the response cache.
+The agent's first tool call is its answer, rendered as the bracketed call, and the
+run stops there (`stop_on_first_tool`, one model request). An agent that answers
+in text instead, or whose first tool call's arguments are not a JSON object, is
+read like a chat agent's answer (its last bracketed call counts). A call to a tool
+the agent was not given is still its answer (a wrong one, not an error). A
+free-text turn (a manager's delegation) runs with no tools.
+
+The SDK's chat-completions model gets `ClientBridge` as its OpenAI client: the SDK
+builds the request (messages, tools) and reads the response, while the request
+itself goes through the run's ChatClient, so SDK agents share the chat agents'
+sampling settings, seeds, retries, in-flight cap, response cache and usage stats.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import time
-from typing import Any, Callable
+from types import SimpleNamespace
+from typing import Any
 
-from ..settings import RunConfig
-from ..llm import ChatClient, Completion
-from ..llm.client import NO_KEY
+from ..llm import ChatClient, Completion, ModelError
 from ..tasks import Task, render_call
-from .pieces import AgentTurn, canonical_call, solution_from
-from .prompts import role_prompt, task_prompt, visible_schemas
-from .solution import Solution
+from .pieces import Agents, AgentTurn
+from .prompts import visible_schemas
 
 #: API-Bank parameter types as JSON-schema types; anything else is a string.
 JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean",
@@ -53,75 +56,81 @@ def predicted_call(name: str, arguments: str) -> str | None:
     return render_call(name, values) if isinstance(values, dict) else None
 
 
-def build_agents_sdk(cfg: RunConfig, model: ChatClient) -> Callable[[Task], Solution]:
-    from agents import Agent, FunctionTool, ModelSettings, OpenAIChatCompletionsModel, RunHooks, Runner
-    from agents import RunConfig as SdkRunConfig
-    from agents import set_tracing_disabled
-    from openai import AsyncOpenAI
+class ClientBridge:
+    """The part of AsyncOpenAI the SDK's chat-completions model uses, answered by our ChatClient.
 
-    set_tracing_disabled(True)
-    config = model.config
-    settings = ModelSettings(temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens,
-                             extra_args={"seed": config.seed}, extra_body=config.extra_body or None, store=False)
+    The SDK's own sampling arguments are ignored: the run's model settings and the
+    agent's seed apply, as for chat agents.
+    """
 
-    class Recorder(RunHooks):
-        """Sees every model response: usage, tool calls (even ones the SDK then rejects) and text."""
+    def __init__(self, model: ChatClient, seed: int) -> None:
+        self.model, self.seed = model, seed
+        self.base_url = model.config.base_urls[0] if model.config.base_urls else ""
+        self.completion: Completion | None = None
+        self.error: ModelError | None = None
+        self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
 
-        def __init__(self) -> None:
-            self.tool_calls: list[dict[str, str]] = []
-            self.text, self.prompt_tokens, self.completion_tokens, self.responses = "", 0, 0, 0
+    async def create(self, *, messages: list[dict[str, Any]], tools: Any = None, **_sdk_arguments: Any):
+        from openai.types.chat import ChatCompletion
 
-        async def on_llm_end(self, context, agent, response) -> None:
-            self.responses += 1
-            self.prompt_tokens += response.usage.input_tokens
-            self.completion_tokens += response.usage.output_tokens
-            for item in response.output:
-                if getattr(item, "type", None) == "function_call":
-                    self.tool_calls.append({"name": item.name, "arguments": item.arguments})
-                elif getattr(item, "type", None) == "message":
-                    self.text += "".join(getattr(part, "text", "") or "" for part in item.content)
-
-    def tool(schema: dict[str, Any]) -> FunctionTool:
-        async def invoke(context, arguments: str) -> str:
-            return predicted_call(schema["name"], arguments) or ""
-
-        return FunctionTool(name=schema["name"], description=str(schema.get("description", "")),
-                            params_json_schema=parameters_schema(schema.get("input_parameters")),
-                            on_invoke_tool=invoke, strict_json_schema=False)
-
-    async def run(task: Task, instructions: str, user: str, url: str, recorder: Recorder) -> None:
-        client = AsyncOpenAI(base_url=url, api_key=config.api_key or NO_KEY, timeout=config.timeout,
-                             max_retries=config.max_retries)
+        tools = tools if isinstance(tools, list) else None  # the SDK sends `omit` when there are none
         try:
-            agent = Agent(name="solver", instructions=instructions, tools=[tool(s) for s in visible_schemas(task)],
-                          model=OpenAIChatCompletionsModel(model=config.model, openai_client=client),
-                          model_settings=settings, tool_use_behavior="stop_on_first_tool")
-            await Runner.run(agent, user, max_turns=1, hooks=recorder,
-                             run_config=SdkRunConfig(tracing_disabled=True))
-        finally:
-            await client.close()
+            self.completion = self.model.complete(messages, seed=self.seed, tools=tools)
+        except ModelError as exc:
+            self.completion, self.error = exc.completion, exc
+            raise
+        done = self.completion
+        calls = [{"id": f"call_{i}", "type": "function", "function": call} for i, call in enumerate(done.tool_calls)]
+        message: dict[str, Any] = {"role": "assistant", "content": done.text or None}
+        if calls:
+            message["tool_calls"] = calls
+        return ChatCompletion.model_validate({
+            "id": "apibank-bench", "object": "chat.completion", "created": 0, "model": self.model.config.model or "",
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+            "usage": {"prompt_tokens": done.prompt_tokens, "completion_tokens": done.completion_tokens,
+                      "total_tokens": done.prompt_tokens + done.completion_tokens},
+        })
 
-    def solve(task: Task) -> Solution:
-        instructions = role_prompt("single", "solver", cfg.prompts_dir) + "\n" + TOOL_NOTE
-        messages = [{"role": "system", "content": instructions}, {"role": "user", "content": task_prompt(task)}]
-        turn, recorder, url = AgentTurn(role="solver", messages=messages), Recorder(), model.next_url()
-        started = time.monotonic()
+
+def function_tool(schema: dict[str, Any]):
+    """An API as an SDK function tool; calling it only renders the call (nothing runs)."""
+    from agents import FunctionTool
+
+    async def invoke(context, arguments: str) -> str:
+        return predicted_call(schema["name"], arguments) or ""
+
+    return FunctionTool(name=schema["name"], description=str(schema.get("description", "")),
+                        params_json_schema=parameters_schema(schema.get("input_parameters")),
+                        on_invoke_tool=invoke, strict_json_schema=False)
+
+
+class SdkAgents(Agents):
+    """Agents of kind `sdk`: the same `ask` as chat agents, answered by an Agents SDK run."""
+
+    def ask(self, task: Task, role: str, context: str = "", *, index: int = 0, round: int = 0,
+            show_task: bool = True, emits_call: bool = True) -> AgentTurn:
+        from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
+        from agents import RunConfig as SdkRunConfig
+
+        set_tracing_disabled(True)
+        messages = self.messages(task, role, context, show_task)
+        if emits_call:
+            messages[0]["content"] += "\n" + TOOL_NOTE
+        turn = AgentTurn(role=role, messages=messages, round=round, index=index)
+        bridge = ClientBridge(self.model, self.seed(index, round))
+        agent = Agent(name=role, instructions=messages[0]["content"],
+                      tools=[function_tool(schema) for schema in visible_schemas(task)] if emits_call else [],
+                      model=OpenAIChatCompletionsModel(model=self.model.config.model or "", openai_client=bridge),
+                      tool_use_behavior="stop_on_first_tool")
         try:
-            with model.limiter.slot(config.max_in_flight):
-                asyncio.run(run(task, instructions, messages[1]["content"], url, recorder))
-        except Exception as exc:  # noqa: BLE001 - recorded for this instance (a tool call already seen stands)
-            turn.error = f"{type(exc).__name__}: {exc}"
-        first = recorder.tool_calls[0] if recorder.tool_calls else None
-        turn.answer = (predicted_call(first["name"], first["arguments"]) or "") if first else recorder.text
-        if first and not turn.answer:
-            turn.error = turn.error or f"tool call arguments are not a JSON object: {first['arguments'][:200]!r}"
-        turn.call = canonical_call(turn.answer)
-        turn.prompt_tokens, turn.completion_tokens = recorder.prompt_tokens, recorder.completion_tokens
-        turn.latency_s = time.monotonic() - started
-        model.stats.add(Completion(text=turn.answer, prompt_tokens=turn.prompt_tokens,
-                                   completion_tokens=turn.completion_tokens, latency_s=turn.latency_s,
-                                   attempts=max(recorder.responses, 1), base_url=url, error=turn.error))
-        return solution_from([turn], turn, {"topology": "agents_sdk", "base_url": url,
-                                            "tool_calls": recorder.tool_calls})
-
-    return solve
+            asyncio.run(Runner.run(agent, messages[1]["content"], max_turns=1,
+                                   run_config=SdkRunConfig(tracing_disabled=True)))
+        except Exception as exc:  # noqa: BLE001 - recorded on the turn, as a chat agent's model error
+            if bridge.completion is None or bridge.error is not None:
+                turn.error = str(bridge.error or f"{type(exc).__name__}: {exc}")
+            # else the SDK refused an answer the model did give (e.g. an unknown tool): that answer stands
+        completion = bridge.completion or Completion(text="")
+        turn.tool_calls = list(completion.tool_calls)
+        first = completion.tool_calls[0] if completion.tool_calls else None
+        answer = predicted_call(first["name"], first["arguments"]) if first else None
+        return self.answered(turn, completion, completion.text if answer is None else answer)

@@ -39,6 +39,7 @@ class Completion:
     base_url: str = ""  # the URL that answered (or failed last)
     error: str | None = None
     finish_reason: str | None = None
+    tool_calls: list[dict[str, str]] = field(default_factory=list)  # [{name, arguments (JSON text)}], in order
 
 
 class ModelError(Exception):
@@ -196,11 +197,11 @@ class ChatClient:
 
     def request_body(
         self, messages: Sequence[dict[str, Any]], *, extra_body: dict[str, Any] | None = None,
-        seed: int | None = None,
+        seed: int | None = None, tools: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """The whole request as sent (and hashed for the cache)."""
+        """The whole request as sent (and hashed for the cache); `tools` only when there are some."""
         cfg = self.config
-        return {
+        body = {
             "model": cfg.model,
             "messages": fold_system(messages) if cfg.fold_system else [dict(m) for m in messages],
             "temperature": cfg.temperature,
@@ -209,14 +210,20 @@ class ChatClient:
             "seed": cfg.seed if seed is None else seed,
             "extra_body": {**cfg.extra_body, **(extra_body or {})},
         }
+        if tools:
+            body["tools"] = list(tools)
+        return body
 
     def complete(
         self, messages: Sequence[dict[str, Any]], *, extra_body: dict[str, Any] | None = None,
-        seed: int | None = None,
+        seed: int | None = None, tools: list[dict[str, Any]] | None = None,
     ) -> Completion:
-        """Answer one chat request; raise ModelError (with `.completion`) if it cannot."""
+        """Answer one chat request; raise ModelError (with `.completion`) if it cannot.
+
+        `tools` (OpenAI function tools) go into the request, and so into the cache key.
+        """
         started = time.monotonic()
-        body = self.request_body(messages, extra_body=extra_body, seed=seed)
+        body = self.request_body(messages, extra_body=extra_body, seed=seed, tools=tools)
         key = request_key(body) if self.cache is not None else ""
         if self.cache is not None:
             entry = self.cache.get(key)
@@ -229,6 +236,7 @@ class ChatClient:
                     cached=True,
                     base_url=entry.get("base_url", ""),
                     finish_reason=entry.get("finish_reason"),
+                    tool_calls=entry.get("tool_calls") or [],
                 )
                 self.stats.add(completion)
                 return completion
@@ -246,6 +254,7 @@ class ChatClient:
                 "latency_s": completion.latency_s,
                 "base_url": completion.base_url,
                 "finish_reason": completion.finish_reason,
+                "tool_calls": completion.tool_calls,
             })
         return completion
 
@@ -284,6 +293,8 @@ class ChatClient:
             choice = response.choices[0]
             text = choice.message.content or ""
             finish_reason = choice.finish_reason
+            tool_calls = [{"name": call.function.name, "arguments": call.function.arguments or ""}
+                          for call in choice.message.tool_calls or () if getattr(call, "function", None)]
         except (AttributeError, IndexError, TypeError, KeyError):
             raise MalformedResponse(f"malformed chat completion: {str(response)[:200]!r}") from None
         usage = getattr(response, "usage", None)
@@ -295,4 +306,5 @@ class ChatClient:
             attempts=attempts,
             base_url=url,
             finish_reason=finish_reason,
+            tool_calls=tool_calls,
         )

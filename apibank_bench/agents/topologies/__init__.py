@@ -1,13 +1,14 @@
 """The topologies, one module each, registered in `TOPOLOGIES`.
 
 A topology module registers a builder `(agents, cfg) -> solve(task) -> Solution`
-and the roles it uses at a team size (the prompts `prompts/<topology>/<role>.txt`
+(the agents are of the run's agent kind, `agents.kinds`) and the roles it uses at a team size (the prompts `prompts/<topology>/<role>.txt`
 that an optimizer may rewrite). Adding a topology is one module here plus its
 prompt files.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 
@@ -26,11 +27,13 @@ TOPOLOGIES.load_with(_load_modules)
 
 
 def build_topology(cfg, model):
-    """The solver of `cfg.topology` over the run's shared model client."""
-    from ..pieces import Agents
+    """The solver of `cfg.topology` (with `cfg.agent_kind` agents) over the run's shared model client."""
+    from ..kinds import make_agents
 
-    builder = TOPOLOGIES.get(cfg.topology)
-    return builder(Agents(model, cfg.topology, cfg.prompts_dir, cfg.message_format), cfg)
+    alias_of = TOPOLOGIES.entry(cfg.topology).extra.get("alias_of")
+    if alias_of:
+        cfg = dataclasses.replace(cfg, **alias_of)
+    return TOPOLOGIES.get(cfg.topology)(make_agents(cfg, model), cfg)
 
 
 def roles(cfg) -> list[str]:

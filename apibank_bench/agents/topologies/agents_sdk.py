@@ -1,11 +1,6 @@
-"""One OpenAI Agents SDK agent with the task's visible APIs as function tools."""
+"""`agents_sdk`: kept so existing commands work; the `single` topology with `sdk` agents."""
 
 from . import TOPOLOGIES
 
-
-@TOPOLOGIES.register("agents_sdk", "one OpenAI Agents SDK agent with the visible APIs as function tools",
-                     roles=lambda cfg: ["solver"])
-def agents_sdk(agents, cfg):
-    from ..sdk_agent import build_agents_sdk
-
-    return build_agents_sdk(cfg, agents.model)
+TOPOLOGIES.register("agents_sdk", "an alias: `single` with `--apibank-agent-kind sdk`", roles=lambda cfg: ["solver"],
+                    alias_of={"topology": "single", "agent_kind": "sdk"})(None)

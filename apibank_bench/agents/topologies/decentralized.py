@@ -16,4 +16,4 @@ def decentralized(agents, cfg):
         return node
 
     steps = [[(f"debater_{r}_{i}", debater(i, r)) for i in range(cfg.team_size)] for r in range(cfg.rounds + 1)]
-    return solve_with(graph_of(steps), lambda turns: voted(ordered(turns, cfg.rounds)))
+    return solve_with(graph_of(steps), lambda turns: voted(ordered(turns, cfg.rounds), cfg.vote))

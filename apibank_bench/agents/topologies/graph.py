@@ -14,8 +14,9 @@ from typing import Annotated, Any, Callable, TypedDict
 from langgraph.graph import END, START, StateGraph
 
 from ...tasks import Task
-from ..pieces import AgentTurn, solution_from, vote
+from ..pieces import AgentTurn, solution_from
 from ..solution import Solution
+from ..vote import vote
 
 
 class State(TypedDict):
@@ -56,9 +57,10 @@ def solve_with(graph, choose: Callable[[list[AgentTurn]], tuple[AgentTurn | None
     return solve
 
 
-def voted(turns: list[AgentTurn]) -> tuple[AgentTurn | None, dict]:
-    winner, tally = vote(turns)
-    return (None if winner is None else turns[winner]), {"vote": {"tally": tally, "winner": winner}}
+def voted(turns: list[AgentTurn], rule: str) -> tuple[AgentTurn | None, dict]:
+    """The team's vote over `turns` (its trace lists each agent's key and the tally, to check by hand)."""
+    result = vote([turn.answer for turn in turns], rule)
+    return (None if result.winner is None else turns[result.winner]), {"vote": result.to_dict()}
 
 
 def last(turns: list[AgentTurn]) -> tuple[AgentTurn | None, dict]:

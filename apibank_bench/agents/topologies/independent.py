@@ -10,4 +10,4 @@ def independent(agents, cfg):
         return lambda state: {"turns": [agents.ask(state["task"], "solver", index=index)]}
 
     step = [(f"solver_{i}", solver(i)) for i in range(cfg.team_size)]
-    return solve_with(graph_of([step]), voted)
+    return solve_with(graph_of([step]), lambda turns: voted(turns, cfg.vote))

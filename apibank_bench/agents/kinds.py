@@ -1,0 +1,23 @@
+"""Agent kinds: what answers at each node of a topology, registered in `AGENT_KINDS`.
+Every topology accepts every kind."""
+
+from __future__ import annotations
+
+from ..registry import Registry
+from .pieces import Agents
+
+AGENT_KINDS: Registry = Registry("agent kind", "--apibank-agent-kind")
+AGENT_KINDS.register("chat", "one chat completion that answers with the bracketed call")(Agents)
+
+
+def _load() -> None:
+    from .sdk_agent import SdkAgents
+
+    AGENT_KINDS.register("sdk", "an OpenAI Agents SDK agent with the visible APIs as function tools")(SdkAgents)
+
+
+AGENT_KINDS.load_with(_load)
+
+
+def make_agents(cfg, model) -> Agents:
+    return AGENT_KINDS.get(cfg.agent_kind)(model, cfg.topology, cfg.prompts_dir, cfg.message_format)
