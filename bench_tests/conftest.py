@@ -69,7 +69,8 @@ def apibank_result(request, apibank_task_id, apibank_pool):
     """This instance's result. An error (no answer to score) fails the setup, so pytest reports an error."""
     try:
         result = apibank_pool.result(apibank_task_id)
-    except RunStopped as exc:
+    except RunStopped as exc:  # the circuit breaker (or -x) cancelled it: no row, and the run stops here
+        request.session.shouldstop = f"apibank: {exc}"
         pytest.skip(f"apibank: {exc}")
     record(request.node, result.payload)
     if result.is_error:

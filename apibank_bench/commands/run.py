@@ -48,9 +48,14 @@ def pytest_args(args) -> list[str]:
 
 
 class _Outcome:
-    """Catches the writer's summary as the session ends."""
+    """Catches the writer's summary, and whether the suite stopped itself, as the session ends."""
 
     summary: dict | None = None
+    stopped: str | None = None
+
+    def pytest_sessionfinish(self, session) -> None:
+        reason = session.shouldstop
+        self.stopped = reason if isinstance(reason, str) and reason.startswith("apibank:") else None
 
     def pytest_unconfigure(self, config) -> None:
         writer = config.pluginmanager.get_plugin("apibank-writer")
@@ -73,7 +78,7 @@ def run_benchmark(args) -> int:
     outcome = _Outcome()
     code = pytest.main(argv, plugins=[outcome])
     if code == pytest.ExitCode.INTERRUPTED:
-        return 130
+        return INCOMPLETE if outcome.stopped else 130
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED):
         return 2
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):

@@ -138,11 +138,8 @@ def my_instances(session) -> list[str]:
 def pytest_runtest_protocol(item, nextitem):
     result = yield
     pool = item.config.stash.get(POOL, None)
-    if pool is not None:
-        if pool.stopped and not item.session.shouldstop:
-            item.session.shouldstop = f"apibank: {pool.stopped}"
-        elif item.session.shouldfail or item.session.shouldstop:  # -x / --maxfail: start nothing more
-            pool.stop(str(item.session.shouldfail or item.session.shouldstop))
+    if pool is not None and (item.session.shouldfail or item.session.shouldstop):  # -x, --maxfail: start no more
+        pool.stop(str(item.session.shouldfail or item.session.shouldstop))
     return result
 
 

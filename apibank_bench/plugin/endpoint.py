@@ -69,6 +69,7 @@ def share_scheduler(config, log):
                 return
             self.collection = list(next(iter(self.node2collection.values())))
             self.pending[:] = []
+            self.maxschedchunk = self.maxschedchunk or len(self.collection)
             nodes = sorted(self.nodes, key=lambda node: int(node.workerinput["workerid"][2:]))
             for index, node in enumerate(nodes):
                 share = list(range(index, len(self.collection), len(nodes)))

@@ -1,0 +1,181 @@
+"""Runs against a scripted endpoint: instances in flight, errors kept apart from wrong answers, early stops,
+resume of errored instances, and bad input refused before anything is scored."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from apibank_bench.agents.prompts import format_history
+from apibank_bench.paths import PROJECT_ROOT
+from apibank_bench.results import read_jsonl
+from apibank_bench.tasks import get_task
+
+from openai_stub import OpenAIStub, Reply
+from test_bench_suite import EVAL_IDS, bench
+
+TIMING = {"latency_s"}
+
+
+def task_of(body: dict):
+    """The eval task a request is about (the longest dialogue its prompt contains)."""
+    prompt = body["messages"][-1]["content"]
+    matches = [(history, task) for history, task in HISTORIES.items() if history and history in prompt]
+    return max(matches, key=lambda pair: len(pair[0]))[1]
+
+
+HISTORIES = {format_history(task): task for task in (get_task(task_id) for task_id in EVAL_IDS[:40])}
+
+
+def mixed(body: dict) -> Reply:
+    """Gold for every other instance, a wrong call for the rest: a fixed answer per instance."""
+    task = task_of(body)
+    return Reply(text=f"[{task.gold_call[1:-1]}]" if EVAL_IDS.index(task.combined_id) % 2 == 0
+                 else "[NoSuchApi(x='1')]")
+
+
+def run_command(out_dir: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "apibank_bench", "run", "--out-dir", str(out_dir), *args],
+                          cwd=PROJECT_ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+                          timeout=600)
+
+
+def comparable(out_dir: Path) -> tuple[list, list]:
+    results = [{k: v for k, v in line.items() if k not in TIMING} for line in read_jsonl(out_dir / "results.jsonl")]
+    return results, read_jsonl(out_dir / "predictions.jsonl")
+
+
+def test_concurrent_sequential_and_xdist_runs_give_identical_results(tmp_path):
+    with OpenAIStub(default=mixed, hold=0.05) as stub:
+        common = ("--apibank-model", "stub", "--apibank-base-url", stub.url, "--apibank-limit", "24",
+                  "--apibank-no-cache")
+        concurrent = bench(tmp_path / "concurrent", *common, "--apibank-concurrency", "8")
+        sequential = bench(tmp_path / "sequential", *common, "--apibank-concurrency", "1", "-n", "0")
+        xdist = bench(tmp_path / "xdist", *common, "-n", "2")
+        assert stub.max_concurrent > 1  # the concurrent run really overlapped its instances
+    for run in (concurrent, sequential, xdist):
+        assert run.returncode == 1 and "12 failed, 12 passed" in run.stdout, run.stdout[-2000:]
+    reference = comparable(tmp_path / "sequential")
+    assert [line["id"] for line in reference[0]] == EVAL_IDS[:24]
+    assert comparable(tmp_path / "concurrent") == reference
+    assert comparable(tmp_path / "xdist") == reference
+    traces = {path.name: json.loads(path.read_text())["agents"][0]["answer"]
+              for path in (tmp_path / "sequential" / "traces").glob("*.json")}
+    assert traces == {path.name: json.loads(path.read_text())["agents"][0]["answer"]
+                      for path in (tmp_path / "concurrent" / "traces").glob("*.json")}
+
+
+def test_x_stops_a_concurrent_run_without_solving_the_rest(tmp_path):
+    with OpenAIStub(default=Reply(text="[NoSuchApi(x='1')]"), hold=0.3) as stub:
+        run = bench(tmp_path, "--apibank-model", "stub", "--apibank-base-url", stub.url, "--apibank-limit", "100",
+                    "--apibank-no-cache", "--apibank-concurrency", "4", "-x")
+        requests = len(stub.chat_requests)
+    assert run.returncode == 1 and "1 failed" in run.stdout, run.stdout[-2000:]
+    # The first instance fails; at most the instances already in flight were asked, not the other 96.
+    assert requests <= 8, requests
+    assert len(read_jsonl(tmp_path / "results.jsonl")) == 1
+
+
+def test_endpoint_errors_are_error_rows_and_resume_reruns_exactly_them(tmp_path):
+    broken = set(EVAL_IDS[2:12:3])  # 4 of the first 12 instances get HTTP 500
+
+    def flaky(body: dict) -> Reply:
+        return Reply(status=500) if task_of(body).combined_id in broken else mixed(body)
+
+    args = ("--model", "stub", "--limit", "12", "--max-retries", "0", "--no-cache")
+    with OpenAIStub(default=flaky) as stub:
+        first = run_command(tmp_path, *args, "--base-url", stub.url)
+    assert first.returncode == 1, first.stdout[-2000:] + first.stderr[-2000:]
+    results = {line["id"]: line for line in read_jsonl(tmp_path / "results.jsonl")}
+    errored = {task_id for task_id, line in results.items() if line["stage"] == "error"}
+    assert errored == broken
+    assert all("HTTP 500" in results[task_id]["error"] and not results[task_id]["correct"] for task_id in broken)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert (summary["errors"], summary["total"], summary["complete"]) == (4, 12, False)
+    assert summary["failures_by_stage"]["error"] == 4
+    assert summary["accuracy_completed"] == summary["correct"] / 8
+    assert "INCOMPLETE" in first.stdout and f"{len(broken)} error" in first.stdout
+
+    with OpenAIStub(default=mixed) as recovered:
+        second = run_command(tmp_path, *args, "--base-url", recovered.url, "--resume")
+        asked = {task_of(body).combined_id for body in recovered.chat_requests}
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
+    assert asked == broken
+    results = read_jsonl(tmp_path / "results.jsonl")
+    assert [line["id"] for line in results] == EVAL_IDS[:12]
+    assert not any(line["stage"] == "error" for line in results)
+    assert json.loads((tmp_path / "summary.json").read_text())["complete"] is True
+
+
+def test_a_dead_endpoint_trips_the_circuit_breaker(tmp_path):
+    with OpenAIStub(default=Reply(status=500)) as stub:
+        run = run_command(tmp_path, "--model", "stub", "--base-url", stub.url, "--limit", "40", "--max-retries", "0",
+                          "--no-cache", "--concurrency", "1", "--max-consecutive-errors", "3")
+        requests = len(stub.chat_requests)
+    assert run.returncode == 1, run.stdout[-2000:]
+    assert "consecutive instances failed at the model endpoint" in run.stdout
+    results = read_jsonl(tmp_path / "results.jsonl")
+    assert 3 <= len(results) < 40 and requests < 40
+    assert all(line["stage"] == "error" for line in results)  # never a wrong answer
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["not_run"] == 40 - len(results) and summary["selected"] == 40
+
+
+def test_an_instance_over_its_time_limit_is_an_error_row(tmp_path):
+    with OpenAIStub(default=Reply(text="[GetToday()]", delay=3.0)) as stub:
+        run = bench(tmp_path, "--apibank-model", "stub", "--apibank-base-url", stub.url, "--apibank-limit", "1",
+                    "--apibank-no-cache", "--apibank-instance-timeout", "0.5")
+    assert "1 error" in run.stdout, run.stdout[-2000:]
+    (line,) = read_jsonl(tmp_path / "results.jsonl")
+    assert line["stage"] == "error" and "time limit" in line["error"]
+
+
+def test_a_failed_start_leaves_the_earlier_results_alone(tmp_path):
+    assert bench(tmp_path, "--apibank-model", "gold", "--apibank-limit", "3").returncode == 0
+    before = (tmp_path / "results.jsonl").read_text()
+    run = run_command(tmp_path, "--model", "stub", "--base-url", "http://127.0.0.1:9/v1", "--limit", "3")
+    assert run.returncode == 3, run.stdout[-2000:]
+    assert "cannot reach the model endpoint" in run.stdout + run.stderr
+    assert (tmp_path / "results.jsonl").read_text() == before
+    assert json.loads((tmp_path / "summary.json").read_text())["total"] == 3
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--limit", "-1"), "--apibank-limit"),
+    (("--offset", "1000"), "selection is empty"),
+    (("--shard", "x"), "--apibank-shard"),
+    (("--topology", "ring"), "--apibank-topology"),
+])
+def test_bad_selections_are_one_clear_line(tmp_path, args, message):
+    run = run_command(tmp_path, "--model", "gold", *args)
+    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    assert message in run.stdout + run.stderr
+    assert "Traceback" not in run.stdout + run.stderr
+
+
+def test_data_that_does_not_match_the_lock_is_refused_naming_the_file(tmp_path, apibank_root):
+    root = tmp_path / "root"
+    shutil.copytree(apibank_root, root)
+    database = root / "init_database" / "Alarm.json"
+    database.write_text(database.read_text(encoding="utf-8").replace("2023", "2024"), encoding="utf-8")
+    run = run_command(tmp_path / "out", "--model", "gold", "--root", str(root))
+    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "does not match" in run.stdout + run.stderr and "init_database/Alarm.json" in run.stdout + run.stderr
+    assert not (tmp_path / "out" / "results.jsonl").exists()
+
+
+def test_a_crashed_xdist_worker_leaves_an_error_row(tmp_path):
+    victim = EVAL_IDS[3]
+    run = bench(tmp_path, "--apibank-model", "gold", "--apibank-limit", "8", "-n", "2", "-p", "crash_plugin",
+                env={"APIBANK_CRASH_ON": victim, "PYTHONPATH": str(PROJECT_ROOT / "tests")})
+    results = {line["id"]: line for line in read_jsonl(tmp_path / "results.jsonl")}
+    assert set(results) == set(EVAL_IDS[:8]), run.stdout[-3000:]
+    assert results[victim]["stage"] == "error" and "crash" in results[victim]["error"]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert (summary["total"], summary["errors"]) == (8, 1)
