@@ -190,7 +190,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_retries", "retries of a failed request (timeouts, connection errors, 408, 429, 5xx)",
             _non_negative(int), 5, group="model"),
     Setting("max_in_flight", "model requests in flight at once, per process (halved on HTTP 429, regained after "
-            "successes)", _positive(int), 64, group="model"),
+            "successes)", _positive(int), 128, group="model"),
     Setting("extra_body", "JSON object merged into every request", parse_json_object, {}, group="model",
             default_text="-"),
     Setting("server_kind", "how a grammar is sent to the server", default="llama.cpp",
