@@ -80,7 +80,7 @@ class RunFiles:
             order = list(order)
             for name in (PREDICTIONS, RESULTS):
                 put_in_order(self.out_dir / name, order)
-            summary = summarize(read_jsonl(self.out_dir / RESULTS), config, wall_time_s)
+            summary = summarize(read_jsonl(self.out_dir / RESULTS), config, wall_time_s, self.out_dir / TRACES)
             write_atomic(self.out_dir / SUMMARY, json.dumps(summary, indent=1, ensure_ascii=False))
             return summary
 
@@ -118,28 +118,16 @@ def put_in_order(path: Path, order: list[str]) -> None:
         write_atomic(path, "".join(to_json(line) + "\n" for line in ordered))
 
 
-def summarize(results: list[dict], config: dict | None = None, wall_time_s: float | None = None) -> dict:
-    by_level: dict[str, dict] = {}
-    for level in sorted({line["level"] for line in results}):
-        rows = [line for line in results if line["level"] == level]
-        by_level[level] = _accuracy(rows)
-    failures = Counter(line["stage"] for line in results if not line["correct"])
-    tokens = Counter()
-    for line in results:
-        tokens.update({key: line.get(key) or 0 for key in ("prompt_tokens", "completion_tokens")})
-    summary = {**_accuracy(results), "by_level": by_level,
-               "failures_by_stage": {stage: failures.get(stage, 0) for stage in STAGES},
-               "tokens": dict(tokens)}
+def summarize(results: list[dict], config: dict | None = None, wall_time_s: float | None = None,
+              trace_dir: Path | None = None) -> dict:
+    from .summary import read_traces, summarize_rows
+
+    summary = summarize_rows(results, read_traces(trace_dir))
     if wall_time_s is not None:
         summary["wall_time_s"] = round(wall_time_s, 3)
     if config:
         summary["config"] = config
     return summary
-
-
-def _accuracy(rows: list[dict]) -> dict:
-    correct = sum(1 for line in rows if line["correct"])
-    return {"total": len(rows), "correct": correct, "accuracy": correct / len(rows) if rows else 0.0}
 
 
 def score_predictions_file(predictions: Path, out_dir: Path, level: str | None = None,
