@@ -142,6 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .run import add_run_parsers
 
     add_run_parsers(sub)
+    from . import compare, report
+
+    compare.add_arguments(sub.add_parser("compare", help="paired statistics between results folders (first = baseline)"))
+    report.add_arguments(sub.add_parser("report", help="a static HTML report of results folders or a sweep"))
     return parser
 
 
