@@ -139,6 +139,24 @@ def summarize_rows(rows: list[dict], traces: Iterable[dict] = ()) -> dict:
     }
 
 
+def table_lines(summary: dict) -> list[str]:
+    """The terminal table of a summary: per level and overall, with intervals, errors and flags."""
+    lines = [f"{'level':<8}{'correct':>8}{'n':>5}{'errors':>7}{'accuracy':>10}  {'95% Wilson':<16}flags"]
+    for level, part in [*summary["by_level"].items(), ("overall", summary)]:
+        low, high = part["wilson_95"]
+        lines.append(f"{level:<8}{part['correct']:>8}{part['total']:>5}{part['errors']:>7}{part['accuracy']:>10.1%}"
+                     f"  [{low:.3f}, {high:.3f}]  {', '.join(part['flags'])}".rstrip())
+    if summary["errors"]:
+        lines.append(f"accuracy over the {summary['completed']} completed instances: {summary['accuracy_completed']:.1%}")
+    lines.append("failures by stage: " + ", ".join(f"{k} {v}" for k, v in summary["failures_by_stage"].items()))
+    tokens = summary["tokens_per_instance"]
+    if tokens["total_per_instance"] is not None:
+        lines.append(f"tokens per instance: {tokens['total_per_instance']:.0f}"
+                     + (f" (usage missing for {tokens['instances_missing_usage']} instances)"
+                        if tokens["instances_missing_usage"] else ""))
+    return lines
+
+
 JSON_REPORT_KEY = "apibank"
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 from results_folders import eval_tasks, score_folder
 
-from apibank_bench.summary import add_summary_to_json_report, gold_api_name, summarize_rows
+from apibank_bench.summary import add_summary_to_json_report, gold_api_name, summarize_rows, table_lines
 
 
 def _row(level="1", correct=True, stage="score", api="AddAgenda", **extra):
@@ -84,3 +84,15 @@ def test_summary_json_of_the_gold_calls_over_the_eval_set(tmp_path, apibank_root
     assert {level: part["total"] for level, part in summary["by_level"].items()} == {"1": 33, "2": 33, "3": 34}
     assert summary["flags"] == [] and sum(part["total"] for part in summary["by_api"].values()) == 100
     assert summary["tokens_per_instance"]["instances_missing_usage"] == 100  # `score` knows no usage
+
+
+def test_terminal_table_shows_intervals_errors_and_flags():
+    rows = [_row(level="1")] * 30 + [_row(level="2", correct=False, stage="error")] * 2 + \
+        [_row(level="2", prompt_tokens=10, completion_tokens=2, model_calls=1)]
+    lines = table_lines(summarize_rows(rows))
+    assert lines[1].split() == ["1", "30", "30", "0", "100.0%", "[0.886,", "1.000]"]
+    assert lines[2].split()[:5] == ["2", "1", "3", "2", "33.3%"] and lines[2].endswith("small_n, errors")
+    assert lines[3].startswith("overall") and lines[3].endswith("errors")
+    assert "accuracy over the 31 completed instances: 100.0%" in lines
+    assert "failures by stage: parse 0, api_name 0, score 0, error 2" in lines
+    assert lines[-1] == "tokens per instance: 12 (usage missing for 32 instances)"
