@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -146,6 +147,10 @@ def _named_runs(run_dirs: list) -> list[Run]:
     return [load_run(p, name) for p, name in zip(paths, names)]
 
 
+def format_p(p: float) -> str:
+    return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
+
+
 def format_table(result: dict) -> str:
     lines = [f"# WARNING: {warning}" for warning in result["warnings"]]
     for comp in result["comparisons"]:
@@ -157,11 +162,12 @@ def format_table(result: dict) -> str:
         for level, row in [*comp["by_level"].items(), ("overall", comp["overall"])]:
             low, high = row["ci_95"]
             lines.append(f"{level:<8}{row['n']:>5}{row['accuracy_baseline']:>10.1%}{row['accuracy_run']:>8.1%}"
-                         f"{row['difference']:>+8.1%}  [{low:+.3f}, {high:+.3f}]   {row['mcnemar_p']:>10.4f}"
+                         f"{row['difference']:>+8.1%}  [{low:+.3f}, {high:+.3f}]   {format_p(row['mcnemar_p']):>10}"
                          f"{len(row['won']):>5}{len(row['lost']):>5}")
         for word in ("won", "lost"):
             if comp["overall"][word]:
-                lines.append(f"  {word}: {' '.join(comp['overall'][word])}")
+                lines.append(textwrap.fill(" ".join(comp["overall"][word]), 110, initial_indent=f"  {word}: ",
+                                           subsequent_indent="    ", break_on_hyphens=False))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

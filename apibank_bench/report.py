@@ -15,7 +15,7 @@ import sys
 from html import escape
 from pathlib import Path
 
-from .compare import Run, compare_runs, load_run
+from .compare import Run, compare_runs, format_p, load_run
 from .results import SUMMARY, TRACES, trace_name
 from .summary import STAGES, gold_api_name, is_correct, is_error, read_traces, summarize_rows
 
@@ -23,7 +23,7 @@ SWEEP_TABLE = "sweep.csv"
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; white-space: nowrap; }
 th { background: #f0f0f0; } td.name, th.name { text-align: left; }
 td.ok { background: #dff0d8; } td.fail { background: #f8d7da; } td.err { background: #ddd; }
 .warn { color: #a00; font-weight: bold; } img { max-width: 100%; display: block; margin: 0.5em 0 1.5em; }
@@ -141,7 +141,7 @@ def comparisons_table(result: dict) -> str:
         for level, row in [*comp["by_level"].items(), ("overall", comp["overall"])]:
             low, high = row["ci_95"]
             rows.append([comp["run"], level, row["n"], _fmt(row["accuracy_baseline"]), _fmt(row["accuracy_run"]),
-                         f"{row['difference']:+.1%}", f"[{low:+.3f}, {high:+.3f}]", f"{row['mcnemar_p']:.4f}",
+                         f"{row['difference']:+.1%}", f"[{low:+.3f}, {high:+.3f}]", format_p(row["mcnemar_p"]),
                          len(row["won"]), len(row["lost"])])
     header = ["run", "level", "paired n", f"baseline ({result['baseline']})", "run", "difference",
               "95% CI (paired bootstrap)", "McNemar p (exact)", "won", "lost"]
