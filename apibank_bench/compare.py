@@ -63,30 +63,28 @@ def _lookup(config: dict, dotted: str):
     return value
 
 
-def guarded_values(config: dict) -> dict[str, object]:
-    """Per guarded aspect, the recorded value (a tuple for `selection`); absent keys are skipped."""
+def guarded_values(config: dict) -> dict[str, dict[str, object]]:
+    """Per guarded aspect, the values recorded at its paths (absent paths left out)."""
     values = {}
     for aspect, paths in GUARDED.items():
-        found = [(path, _lookup(config, path)) for path in paths]
-        found = [(path, value) for path, value in found if value is not _MISSING]
-        if aspect == "selection":
-            if found:
-                values[aspect] = dict(found)
-        elif found:
-            values[aspect] = found[0][1]
+        found = {path: _lookup(config, path) for path in paths}
+        values[aspect] = {path: value for path, value in found.items() if value is not _MISSING}
     return values
 
 
 def mismatches(runs: list[Run]) -> list[str]:
-    """One message per aspect on which a run's recorded value differs from the baseline's."""
+    """One message per aspect on which a run differs from the baseline at a path both recorded."""
     base = guarded_values(runs[0].config)
     messages = []
     for run in runs[1:]:
         values = guarded_values(run.config)
         for aspect in GUARDED:
-            if aspect in base and aspect in values and base[aspect] != values[aspect]:
+            common = [path for path in values[aspect] if path in base[aspect]]
+            theirs = {path: values[aspect][path] for path in common}
+            ours = {path: base[aspect][path] for path in common}
+            if theirs != ours:
                 messages.append(f"{run.name} differs from {runs[0].name} in {aspect} "
-                                f"({json.dumps(values[aspect], default=str)} vs {json.dumps(base[aspect], default=str)})")
+                                f"({json.dumps(theirs, default=str)} vs {json.dumps(ours, default=str)})")
     return messages
 
 
@@ -129,9 +127,12 @@ def compare_runs(runs: list[Run], seed: int = 0, force: bool = False) -> dict:
     problems = mismatches(runs)
     if problems and not force:
         raise RunMismatch("; ".join(problems) + " (--force compares anyway)")
+    comparisons = [compare_pair(runs[0], run, seed) for run in runs[1:]]
+    problems += [f"{comp['run']} and {comp['baseline']} have no instance to pair" for comp in comparisons
+                 if not comp["paired"]]
     return {"baseline": runs[0].name, "seed": seed, "warnings": problems,
             "runs": [{"name": run.name, "path": str(run.path), "instances": len(run.rows)} for run in runs],
-            "comparisons": [compare_pair(runs[0], run, seed) for run in runs[1:]]}
+            "comparisons": comparisons}
 
 
 def compare(run_dirs: list, seed: int = 0, force: bool = False) -> dict:

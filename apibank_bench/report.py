@@ -163,7 +163,7 @@ def instances_table(runs: list[Run], trace_dirs: list[str]) -> str:
             css = "ok" if is_correct(row) else "err" if is_error(row) else "fail"
             trace = run.path / TRACES / trace_name(task_id)
             href = f"{traces}/{trace_name(task_id)}" if trace.is_file() else None
-            title = row.get("error") or row.get("predicted_call")
+            title = "\n".join(str(row[key]) for key in ("predicted_call", "error") if row.get(key))
             cells.append(("correct" if css == "ok" else row.get("stage") or "wrong", css, href, title))
         rows.append([task_id, first.get("level"), gold_api_name(first.get("gold_call")), *cells])
     return _table(["instance", "level", "gold API", *(run.name for run in runs)], rows, 3)

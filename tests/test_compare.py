@@ -105,6 +105,9 @@ def test_refuses_runs_with_different_scorer_or_selection_unless_forced(runs, tmp
     with pytest.raises(RunMismatch, match="selection"):
         compare([a, c])
     assert compare([a, same])["warnings"] == []  # a key only one run records is not a difference
+    other_data = _with_config(tmp_path, run_b, "other_data", {"run": dict(base["run"]), "data_hash": "y"})
+    with pytest.raises(RunMismatch, match="data hash"):
+        compare([same, other_data])
 
     assert cli_main(["compare", str(a), str(b)]) == 2
     err = capsys.readouterr().err

@@ -17,6 +17,7 @@ from apibank_bench.cli import main as cli_main
 from apibank_bench.paths import PROJECT_ROOT
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+HOSTILE = '"><script>document.title="owned"</script><img src=x onerror=console.log(2)>'
 
 
 def chromium() -> str:
@@ -41,12 +42,15 @@ class Page(HTMLParser):
 
     def __init__(self) -> None:
         super().__init__()
-        self.tables, self.images, self.links, self.headings = 0, [], [], []
+        self.tables, self.scripts, self.images, self.links, self.headings, self.titles = 0, 0, [], [], [], []
         self._in_h2 = False
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
         self.tables += tag == "table"
+        self.scripts += tag == "script"
+        if "title" in attrs:
+            self.titles.append(attrs["title"])
         if tag == "img":
             self.images.append(attrs.get("src", ""))
         if tag == "a":
@@ -81,7 +85,7 @@ def report(tmp_path_factory, apibank_root):
     # A model's answer that tries to put markup into the page (shown as the cell's hover text).
     rows = (some_wrong / "results.jsonl").read_text().splitlines()
     row = json.loads(rows[0])
-    row.update(predicted_call="<script>alert(1)</script><img src=x>")
+    row.update(predicted_call=HOSTILE)
     rows[0] = json.dumps(row)
     (some_wrong / "results.jsonl").write_text("\n".join(rows) + "\n")
     out = tmp / "out"
@@ -95,7 +99,9 @@ def test_report_page_in_headless_chromium(report, tmp_path):
     dom = browse(index, tmp_path / "profile", "--dump-dom").stdout
     page = Page()
     page.feed(dom)
-    assert "API-Bank benchmark report" in dom and "<script" not in dom
+    assert "API-Bank benchmark report" in dom
+    # The hostile answer is text in a hover title, not markup: no script element, no extra image.
+    assert page.scripts == 0 and any(title.startswith(HOSTILE) for title in page.titles)
     for heading in ("Runs", "Failures by stage", "Paired comparisons", "Instances"):
         assert any(heading in h for h in page.headings), heading
     assert page.tables >= 6
