@@ -25,6 +25,10 @@ def _error(part: dict) -> tuple[float, float]:
     return max(0.0, part["accuracy"] - low), max(0.0, high - part["accuracy"])
 
 
+def _label(name: str) -> str:
+    return name.replace("$", r"\$")  # a `$` in a folder name is not the start of mathtext
+
+
 def _legend(ax) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")  # beside the plot, hiding nothing
 
@@ -52,7 +56,7 @@ def accuracy_intervals(runs: list[str], summaries: list[dict]) -> bytes:
             highs.append(above)
         ax.errorbar(xs, ys, xerr=[lows, highs], fmt="o" if level is None else "s", capsize=3, label=label,
                     markersize=7 if level is None else 5)
-    ax.set_yticks(range(len(runs)), runs)
+    ax.set_yticks(range(len(runs)), [_label(name) for name in runs])
     ax.invert_yaxis()
     ax.set_xlim(-0.02, 1.02)
     ax.set_xlabel("accuracy (95% Wilson interval)")
@@ -69,7 +73,7 @@ def failures_by_stage(runs: list[str], summaries: list[dict]) -> bytes:
         counts = [summary["failures_by_stage"].get(stage, 0) for summary in summaries]
         ax.barh(range(len(runs)), counts, left=left, color=color, label=stage)
         left = [a + b for a, b in zip(left, counts)]
-    ax.set_yticks(range(len(runs)), runs)
+    ax.set_yticks(range(len(runs)), [_label(name) for name in runs])
     ax.invert_yaxis()
     ax.set_xlabel("instances not correct, by failing stage")
     _legend(ax)
@@ -87,7 +91,8 @@ def accuracy_vs_tokens(runs: list[str], summaries: list[dict]) -> bytes | None:
         x = summary["tokens_per_instance"]["total_per_instance"]
         below, above = _error(summary)
         ax.errorbar([x], [summary["accuracy"]], yerr=[[below], [above]], fmt="o", capsize=3)
-        ax.annotate(name, (x, summary["accuracy"]), textcoords="offset points", xytext=(5, 5), fontsize="small")
+        ax.annotate(_label(name), (x, summary["accuracy"]), textcoords="offset points", xytext=(5, 5),
+                    fontsize="small")
     ax.set_xlabel("tokens per instance (prompt + completion, mean over instances with usage)")
     ax.set_ylabel("accuracy (95% Wilson interval)")
     ax.set_ylim(-0.02, 1.02)

@@ -14,6 +14,7 @@ import shutil
 import sys
 from html import escape
 from pathlib import Path
+from urllib.parse import quote
 
 from .compare import Run, compare_runs, format_p, load_run
 from .results import SUMMARY, TRACES, trace_name
@@ -162,7 +163,7 @@ def instances_table(runs: list[Run], trace_dirs: list[str]) -> str:
                 continue
             css = "ok" if is_correct(row) else "err" if is_error(row) else "fail"
             trace = run.path / TRACES / trace_name(task_id)
-            href = f"{traces}/{trace_name(task_id)}" if trace.is_file() else None
+            href = f"{traces}/{quote(trace_name(task_id))}" if trace.is_file() else None
             title = "\n".join(str(row[key]) for key in ("predicted_call", "error") if row.get(key))
             cells.append(("correct" if css == "ok" else row.get("stage") or "wrong", css, href, title))
         rows.append([task_id, first.get("level"), gold_api_name(first.get("gold_call")), *cells])

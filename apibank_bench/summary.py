@@ -147,7 +147,8 @@ def table_lines(summary: dict) -> list[str]:
         lines.append(f"{level:<8}{part['correct']:>8}{part['total']:>5}{part['errors']:>7}{part['accuracy']:>10.1%}"
                      f"  [{low:.3f}, {high:.3f}]  {', '.join(part['flags'])}".rstrip())
     if summary["errors"]:
-        lines.append(f"accuracy over the {summary['completed']} completed instances: {summary['accuracy_completed']:.1%}")
+        lines.append(f"accuracy over the {summary['completed']} completed instances: "
+                     f"{summary['accuracy_completed']:.1%}")
     lines.append("failures by stage: " + ", ".join(f"{k} {v}" for k, v in summary["failures_by_stage"].items()))
     tokens = summary["tokens_per_instance"]
     if tokens["total_per_instance"] is not None:
