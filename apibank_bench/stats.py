@@ -9,8 +9,6 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-import numpy as np
-
 Z_95 = 1.959963984540054  #: the 97.5th percentile of the standard normal distribution
 BOOTSTRAP_RESAMPLES = 10_000
 
@@ -64,6 +62,8 @@ def paired_bootstrap(baseline: Sequence[bool], other: Sequence[bool], seed: int 
     keeps the pairing): with `rng = numpy.random.default_rng(seed)`, one call
     `rng.integers(0, n, size=(resamples, n))` gives all the draws, so a seed fixes the interval.
     """
+    import numpy as np  # here, not at the top: every `apibank-bench` command imports this module
+
     a = np.asarray(baseline, dtype=float)
     o = np.asarray(other, dtype=float)
     if a.shape != o.shape:
