@@ -144,8 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_parsers(sub)
     from . import compare, report
 
-    compare.add_arguments(sub.add_parser("compare", help="paired statistics between results folders (first = baseline)"))
-    report.add_arguments(sub.add_parser("report", help="a static HTML report of results folders or a sweep"))
+    compare.register(sub)
+    report.register(sub)
     return parser
 
 

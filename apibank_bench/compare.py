@@ -173,6 +173,11 @@ def format_table(result: dict) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def register(sub) -> None:
+    """`apibank-bench compare` (the CLI's convention: one `register(subparsers)` per command)."""
+    add_arguments(sub.add_parser("compare", help="paired statistics between results folders (the first is the baseline)"))
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="results folders; the first is the baseline")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")

@@ -226,6 +226,11 @@ def build_report(paths: list, out: Path, seed: int = 0) -> Path:
     return index
 
 
+def register(sub) -> None:
+    """`apibank-bench report` (the CLI's convention: one `register(subparsers)` per command)."""
+    add_arguments(sub.add_parser("report", help="a static HTML report of results folders or a sweep"))
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("dirs", nargs="+", metavar="DIR", help="results folders, or folders of them (a sweep)")
     parser.add_argument("--out", required=True, help="folder for index.html and the copied traces")
