@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .commands import data, manifests, run, score
+from .commands import compare, data, manifests, report, run, score
 from .paths import DataMissing
 
 #: The subcommands, in the order `--help` lists them.
-COMMANDS = (run, data, manifests, score)
+COMMANDS = (run, data, manifests, score, compare, report)
 
 
 def build_parser() -> argparse.ArgumentParser:

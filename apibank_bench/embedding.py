@@ -21,7 +21,6 @@ not safe to call from several threads at once.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import threading

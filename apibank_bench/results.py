@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -21,7 +20,6 @@ RESULTS = "results.jsonl"
 PREDICTIONS = "predictions.jsonl"
 SUMMARY = "summary.json"
 TRACES = "traces"
-STAGES = ("parse", "api_name", "score", "error")  #: "error": no answer to score (model, harness or time limit)
 
 
 def to_json(value: Any) -> str:
@@ -82,7 +80,7 @@ class RunFiles:
                 put_in_order(self.out_dir / name, order)
             wanted = set(order)
             results = [line for line in read_jsonl(self.out_dir / RESULTS) if line["id"] in wanted]
-            summary = summarize(results, config, wall_time_s, selected=len(order))
+            summary = summarize(results, config, wall_time_s, selected=len(order), trace_dir=self.out_dir / TRACES)
             write_atomic(self.out_dir / SUMMARY, json.dumps(summary, indent=1, ensure_ascii=False))
             return summary
 
@@ -121,20 +119,11 @@ def put_in_order(path: Path, order: list[str]) -> None:
 
 
 def summarize(results: list[dict], config: dict | None = None, wall_time_s: float | None = None,
-              selected: int | None = None) -> dict:
-    """Accuracy overall and per level. Errored instances count as not correct in `accuracy`;
-    `accuracy_completed` leaves them out. `not_run`: selected instances with no line at all."""
-    by_level: dict[str, dict] = {}
-    for level in sorted({line["level"] for line in results}):
-        rows = [line for line in results if line["level"] == level]
-        by_level[level] = _accuracy(rows)
-    failures = Counter(line["stage"] for line in results if not line["correct"])
-    tokens = Counter()
-    for line in results:
-        tokens.update({key: line.get(key) or 0 for key in ("prompt_tokens", "completion_tokens")})
-    summary = {**_accuracy(results), "by_level": by_level,
-               "failures_by_stage": {stage: failures.get(stage, 0) for stage in STAGES},
-               "tokens": dict(tokens)}
+              selected: int | None = None, trace_dir: Path | None = None) -> dict:
+    """summary.json (see summary.summarize_rows); `not_run`: selected instances with no line at all."""
+    from .summary import read_traces, summarize_rows
+
+    summary = summarize_rows(results, read_traces(trace_dir))
     if selected is not None:
         summary["selected"] = selected
         summary["not_run"] = max(selected - len(results), 0)
@@ -144,15 +133,6 @@ def summarize(results: list[dict], config: dict | None = None, wall_time_s: floa
     if config:
         summary["config"] = config
     return summary
-
-
-def _accuracy(rows: list[dict]) -> dict:
-    correct = sum(1 for line in rows if line["correct"])
-    errors = sum(1 for line in rows if line["stage"] == "error")
-    completed = len(rows) - errors
-    return {"total": len(rows), "correct": correct, "errors": errors,
-            "accuracy": correct / len(rows) if rows else 0.0,
-            "accuracy_completed": correct / completed if completed else None}
 
 
 def score_predictions_file(predictions: Path, out_dir: Path, level: str | None = None,

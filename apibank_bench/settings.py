@@ -372,5 +372,20 @@ def markdown_table() -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
-    print(markdown_table())
+README_BLOCK = ("<!-- settings table: start -->\n", "\n<!-- settings table: end -->")
+
+
+def write_readme_table(readme: Path) -> None:
+    """Replace the table between the README's markers with the generated one."""
+    text = readme.read_text(encoding="utf-8")
+    start, end = text.index(README_BLOCK[0]) + len(README_BLOCK[0]), text.index(README_BLOCK[1])
+    readme.write_text(text[:start] + markdown_table() + text[end:], encoding="utf-8")
+
+
+if __name__ == "__main__":  # python -m apibank_bench.settings [--write-readme]
+    import sys
+
+    if "--write-readme" in sys.argv:
+        write_readme_table(Path(__file__).resolve().parents[1] / "README.md")
+    else:
+        print(markdown_table())

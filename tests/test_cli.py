@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 from apibank_bench import manifests
-from apibank_bench.cli import build_parser
 from apibank_bench.paths import PROJECT_ROOT
 from apibank_bench.results import read_jsonl
 from apibank_bench.tasks import get_task

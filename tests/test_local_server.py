@@ -17,7 +17,6 @@ from apibank_bench.llm import ChatClient, ModelConfig, call_extra_body
 from apibank_bench.llm.local_server import LocalServer, LocalServerError, is_healthy
 from apibank_bench.specs import LEVEL12, specs
 from gbnf_check import parse_call
-from openai_stub import OpenAIStub
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 

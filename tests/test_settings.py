@@ -104,14 +104,15 @@ def test_model_config_comes_from_the_run_settings(tmp_path):
 
 def _table_in_readme() -> str:
     text = README.read_text(encoding="utf-8")
-    match = re.search(r"<!-- settings table: start -->\n(.*?)\n<!-- settings table: end -->", text, re.S)
+    start, end = (re.escape(marker) for marker in settings.README_BLOCK)
+    match = re.search(f"{start}(.*?){end}", text, re.S)
     assert match, "README.md has no generated settings table"
     return match.group(1)
 
 
 def test_readme_table_is_the_settings_table():
     assert _table_in_readme() == settings.markdown_table(), \
-        "regenerate it: python -m apibank_bench.settings"
+        "regenerate it: python -m apibank_bench.settings --write-readme"
 
 
 def test_every_setting_is_a_pytest_option_an_ini_key_and_a_run_flag(pytestconfig):

@@ -11,9 +11,12 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from ..instances import ERROR
 from ..results import SUMMARY, RunFiles, records
 from ..scoring import Score
+from ..summary import add_summary_to_json_report, table_lines
 from ..tasks import get_task
 from . import ids_to_run, run_config, selected_ids
 from .keys import MODEL, USER_PROPERTY
@@ -30,7 +33,7 @@ class Writer:
         self.done = self.correct = self.errors = 0
         self.last_progress = time.monotonic()
         self.summary: dict | None = None
-        self.total = 0
+        self.total = 0  #: instances this run will run (resumed ones left out)
 
     def pytest_sessionstart(self) -> None:
         from . import bench_requested
@@ -94,8 +97,13 @@ class Writer:
 
     # -- the end ---------------------------------------------------------------------------
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_json_modifyreport(self, json_report) -> None:
+        self.pytest_sessionfinish()  # pytest-json-report writes its report before our sessionfinish runs
+        add_summary_to_json_report(json_report, self.summary)
+
     def pytest_sessionfinish(self) -> None:
-        if self.files is not None:
+        if self.files is not None and self.summary is None:
             cfg = run_config(self.config)
             wall_time = time.time() - self.started
             previous = self.files.out_dir / SUMMARY
@@ -122,15 +130,10 @@ def print_table(terminalreporter, cfg, summary: dict) -> None:
     model = summary["config"].get("model", {}).get("model", "?")
     label = "gold calls (harness self-check, no model)" if cfg.is_gold else f"{cfg.topology} / {model}"
     terminalreporter.section(f"API-Bank: {label}")
-    terminalreporter.write_line(f"{'level':<8}{'correct':>9}{'errors':>8}{'total':>7}{'accuracy':>10}")
-    rows = [*summary["by_level"].items(), ("overall", summary)]
-    for level, row in rows:
-        terminalreporter.write_line(f"{level:<8}{row['correct']:>9}{row.get('errors', 0):>8}{row['total']:>7}"
-                                    f"{row['accuracy']:>10.1%}")
-    failures = ", ".join(f"{stage} {count}" for stage, count in summary["failures_by_stage"].items())
-    terminalreporter.write_line(f"failures by stage: {failures}")
-    if summary.get("errors") or summary.get("not_run"):
+    for line in table_lines(summary):
+        terminalreporter.write_line(line)
+    if not summary.get("complete", True):
         terminalreporter.write_line(
             f"INCOMPLETE: {summary.get('errors', 0)} instances errored and {summary.get('not_run', 0)} did not run; "
-            "accuracy counts them as not correct. Rerun with --apibank-resume to finish.", red=True, bold=True)
+            "`accuracy` counts them as not correct. Rerun with --apibank-resume to finish.", red=True, bold=True)
     terminalreporter.write_line(f"results: {Path(cfg.results_dir).resolve()}")

@@ -1,0 +1,30 @@
+"""`apibank-bench compare`: paired statistics between results folders."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("compare", help="paired statistics between results folders (the first is the baseline)")
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="results folders; the first is the baseline")
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    parser.add_argument("--force", action="store_true",
+                        help="compare even when data, manifest, scorer or selection differ (with a warning)")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..compare import RunMismatch, compare, format_table
+
+    try:
+        result = compare(args.runs, seed=args.seed, force=args.force)
+    except (RunMismatch, FileNotFoundError, ValueError) as exc:
+        print(f"apibank-bench compare: {exc}", file=sys.stderr)
+        return 2
+    for warning in result["warnings"]:
+        print(f"apibank-bench compare: WARNING: runs are not comparable: {warning}", file=sys.stderr)
+    print(json.dumps(result, indent=1) if args.json else format_table(result), end="\n" if args.json else "")
+    return 0

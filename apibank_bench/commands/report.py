@@ -1,0 +1,26 @@
+"""`apibank-bench report`: a static HTML report of results folders or a sweep."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("report", help="a static HTML report of results folders or a sweep")
+    parser.add_argument("dirs", nargs="+", metavar="DIR", help="results folders, or folders of them (a sweep)")
+    parser.add_argument("--out", required=True, help="folder for index.html and the copied traces")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed of the paired comparisons")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..report import build_report
+
+    try:
+        index = build_report(args.dirs, Path(args.out), seed=args.seed)
+    except FileNotFoundError as exc:
+        print(f"apibank-bench report: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {index}")
+    return 0

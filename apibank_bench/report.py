@@ -1,0 +1,225 @@
+"""`apibank-bench report DIR... --out REPORT_DIR`: one static HTML page about one or more runs.
+
+A DIR is a results folder or any folder holding results folders (a sweep); results folders are
+found by their summary.json. The page needs no server, network or JavaScript: figures are
+embedded PNGs, and each run's traces are copied beside it so the per-instance links work offline.
+Everything a model wrote is escaped before it reaches the page.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import shutil
+from html import escape
+from pathlib import Path
+from urllib.parse import quote
+
+from .compare import Run, compare_runs, format_p, load_run
+from .results import SUMMARY, TRACES, trace_name
+from .summary import STAGES, gold_api_name, is_correct, is_error, read_traces, summarize_rows
+
+SWEEP_TABLE = "sweep.csv"
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; white-space: nowrap; }
+th { background: #f0f0f0; } td.name, th.name { text-align: left; }
+td.ok { background: #dff0d8; } td.fail { background: #f8d7da; } td.err { background: #ddd; }
+.warn { color: #a00; font-weight: bold; } img { max-width: 100%; display: block; margin: 0.5em 0 1.5em; }
+"""
+
+
+def find_runs(paths: list) -> list[Run]:
+    """The results folders in `paths` (each a results folder or a folder of them), uniquely named."""
+    found: list[tuple[Path, str]] = []
+    for root in map(Path, paths):
+        if (root / SUMMARY).is_file():
+            found.append((root, root.name))
+            continue
+        for summary in sorted(root.rglob(SUMMARY)):
+            found.append((summary.parent, str(summary.parent.relative_to(root.parent))))
+    if not found:
+        raise FileNotFoundError(f"no results folder ({SUMMARY}) under {' '.join(map(str, paths))}")
+    names = [name for _, name in found]
+    if len(set(names)) < len(names):
+        names = [f"{index + 1}:{name}" for index, name in enumerate(names)]
+    return [load_run(path, name) for (path, _), name in zip(found, names)]
+
+
+def _fmt(value, spec: str = ".1%") -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def _interval(part: dict) -> str:
+    low, high = part["wilson_95"]
+    return f"[{low:.3f}, {high:.3f}]"
+
+
+def _table(header: list[str], rows: list[list], name_columns: int = 1) -> str:
+    """An HTML table; cells are text, or (text, css class, href, hover title) tuples; all escaped."""
+    def cell(value, column, tag="td") -> str:
+        text, css, href, title = (*(value if isinstance(value, tuple) else (value,)), None, None, None)[:4]
+        css = css or ("name" if column < name_columns else None)
+        body = escape(str(text))
+        if href:
+            body = f'<a href="{escape(href)}">{body}</a>'
+        attrs = (f' class="{css}"' if css else "") + (f' title="{escape(title)}"' if title else "")
+        return f"<{tag}{attrs}>{body}</{tag}>"
+
+    head = "".join(cell(text, column, "th") for column, text in enumerate(header))
+    body = "".join("<tr>" + "".join(cell(value, column) for column, value in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _image(png: bytes | None, alt: str) -> str:
+    if png is None:
+        return f"<p>{escape(alt)}: no run recorded token usage.</p>"
+    return f'<img alt="{escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def _label(run: Run) -> str:
+    config = run.config
+    setup = config.get("run") or {}
+    model = (config.get("model") or {}).get("model") or setup.get("model")
+    if model == "gold":
+        return "gold calls (harness self-check)"
+    if "source" in config:
+        return f"scored from {Path(str(config['source'])).name}"
+    topology = setup.get("topology")
+    team = f"team of {setup['team_size']}" if topology not in (None, "single") and setup.get("team_size") else None
+    return " / ".join(str(part) for part in (topology, model, team, setup.get("message_format")) if part)
+
+
+def _flags(part: dict) -> tuple[str, str | None]:
+    return ", ".join(part["flags"]), "warn" if part["flags"] else None
+
+
+def runs_table(runs: list[Run], summaries: list[dict]) -> str:
+    header = ["run", "setup", "n", "correct", "errors", "accuracy", "95% Wilson", "acc. completed",
+              "tokens / inst.", "usage missing", "wall time (s)", "flags"]
+    rows = [[run.name, _label(run), s["total"], s["correct"], s["errors"], _fmt(s["accuracy"]), _interval(s),
+             _fmt(s["accuracy_completed"]), _fmt(s["tokens_per_instance"]["total_per_instance"], ".0f"),
+             s["tokens_per_instance"]["instances_missing_usage"], _fmt(run.summary.get("wall_time_s"), ".1f"),
+             _flags(s)] for run, s in zip(runs, summaries)]
+    return _table(header, rows, name_columns=2)
+
+
+def levels_table(runs: list[Run], summaries: list[dict]) -> str:
+    header = ["run", "level", "n", "correct", "errors", "accuracy", "95% Wilson", "acc. completed", "flags"]
+    rows = [[run.name, level, p["total"], p["correct"], p["errors"], _fmt(p["accuracy"]), _interval(p),
+             _fmt(p["accuracy_completed"]), _flags(p)]
+            for run, s in zip(runs, summaries) for level, p in s["by_level"].items()]
+    return _table(header, rows, name_columns=2)
+
+
+def failures_table(runs: list[Run], summaries: list[dict]) -> str:
+    rows = [[run.name, *(s["failures_by_stage"].get(stage, 0) for stage in STAGES)] for run, s in zip(runs, summaries)]
+    return _table(["run", *STAGES], rows)
+
+
+def api_table(runs: list[Run], summaries: list[dict]) -> str:
+    apis = sorted({api for s in summaries for api in s["by_api"]})
+    rows = [[api, *(f"{s['by_api'][api]['correct']}/{s['by_api'][api]['total']}" if api in s["by_api"] else "—"
+                    for s in summaries)] for api in apis]
+    return _table(["gold API", *(run.name for run in runs)], rows)
+
+
+def role_table(runs: list[Run], summaries: list[dict]) -> str:
+    rows = [[run.name, role, counts["turns"], counts["prompt_tokens"], counts["completion_tokens"],
+             (counts["turns_missing_usage"], "warn" if counts["turns_missing_usage"] else None)]
+            for run, s in zip(runs, summaries) for role, counts in s["tokens_by_role"].items()]
+    if not rows:
+        return "<p>No trace lists agent turns.</p>"
+    return _table(["run", "role", "turns", "prompt tokens", "completion tokens", "turns without usage"], rows, 2)
+
+
+def comparisons_table(result: dict) -> str:
+    warnings = "".join(f'<p class="warn">Not comparable: {escape(w)}</p>' for w in result["warnings"])
+    rows = []
+    for comp in result["comparisons"]:
+        for level, row in [*comp["by_level"].items(), ("overall", comp["overall"])]:
+            low, high = row["ci_95"]
+            rows.append([comp["run"], level, row["n"], _fmt(row["accuracy_baseline"]), _fmt(row["accuracy_run"]),
+                         f"{row['difference']:+.1%}", f"[{low:+.3f}, {high:+.3f}]", format_p(row["mcnemar_p"]),
+                         len(row["won"]), len(row["lost"])])
+    header = ["run", "level", "paired n", f"baseline ({result['baseline']})", "run", "difference",
+              "95% CI (paired bootstrap)", "McNemar p (exact)", "won", "lost"]
+    return warnings + _table(header, rows, 2)
+
+
+def instances_table(runs: list[Run], trace_dirs: list[str]) -> str:
+    by_id = [{row["id"]: row for row in run.rows} for run in runs]
+    order = list(dict.fromkeys(row["id"] for run in runs for row in run.rows))
+    rows = []
+    for task_id in order:
+        first = next(rows_of[task_id] for rows_of in by_id if task_id in rows_of)
+        cells = []
+        for run, rows_of, traces in zip(runs, by_id, trace_dirs):
+            row = rows_of.get(task_id)
+            if row is None:
+                cells.append("—")
+                continue
+            css = "ok" if is_correct(row) else "err" if is_error(row) else "fail"
+            trace = run.path / TRACES / trace_name(task_id)
+            href = f"{traces}/{quote(trace_name(task_id))}" if trace.is_file() else None
+            title = "\n".join(str(row[key]) for key in ("predicted_call", "error") if row.get(key))
+            cells.append(("correct" if css == "ok" else row.get("stage") or "wrong", css, href, title))
+        rows.append([task_id, first.get("level"), gold_api_name(first.get("gold_call")), *cells])
+    return _table(["instance", "level", "gold API", *(run.name for run in runs)], rows, 3)
+
+
+def sweep_tables(paths: list) -> str:
+    parts = []
+    for root in map(Path, paths):
+        table = root / SWEEP_TABLE
+        if table.is_file():
+            lines = list(csv.reader(table.read_text(encoding="utf-8").splitlines()))
+            if lines:
+                parts.append(f"<h3>{escape(str(table))}</h3>" + _table(lines[0], lines[1:]))
+    return "".join(parts)
+
+
+def copy_traces(runs: list[Run], out: Path) -> list[str]:
+    """Copy each run's traces to out/traces/<n>/ and return those folders relative to out."""
+    folders = []
+    for index, run in enumerate(runs, start=1):
+        relative = f"{TRACES}/{index}"
+        target = out / relative
+        if target.exists():
+            shutil.rmtree(target)
+        source = run.path / TRACES
+        if source.is_dir():
+            shutil.copytree(source, target)
+        folders.append(relative)
+    return folders
+
+
+def build_report(paths: list, out: Path, seed: int = 0) -> Path:
+    from . import plots
+
+    runs = find_runs(paths)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    summaries = [summarize_rows(run.rows, read_traces(run.path / TRACES)) for run in runs]
+    names = [run.name for run in runs]
+    sections = [
+        ("Runs", runs_table(runs, summaries) + sweep_tables(paths)),
+        ("Accuracy with 95% Wilson intervals", _image(plots.accuracy_intervals(names, summaries), "accuracy")
+         + levels_table(runs, summaries)),
+        ("Failures by stage", failures_table(runs, summaries)
+         + _image(plots.failures_by_stage(names, summaries), "failures by stage")),
+        ("Accuracy against tokens", _image(plots.accuracy_vs_tokens(names, summaries), "accuracy against tokens")
+         + role_table(runs, summaries)),
+        ("Accuracy per gold API", api_table(runs, summaries)),
+    ]
+    if len(runs) > 1:
+        sections.append((f"Paired comparisons with {runs[0].name} (seed {seed})",
+                         comparisons_table(compare_runs(runs, seed, force=True))))
+    sections.append(("Instances", instances_table(runs, copy_traces(runs, out))))
+    body = "".join(f"<h2>{escape(title)}</h2>\n{content}\n" for title, content in sections)
+    page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>API-Bank benchmark report</title>'
+            f"<style>{STYLE}</style></head><body><h1>API-Bank benchmark report</h1>\n{body}</body></html>\n")
+    index = out / "index.html"
+    index.write_text(page, encoding="utf-8")
+    return index

@@ -1,0 +1,128 @@
+"""`compare` on results folders built with the real `apibank-bench score`, against scipy and numpy directly."""
+
+import json
+
+import numpy as np
+import pytest
+from results_folders import eval_tasks, score_folder
+from scipy import stats as sp
+
+from apibank_bench.cli import main as cli_main
+from apibank_bench.compare import RunMismatch, compare
+from apibank_bench.results import read_jsonl
+
+WRONG_A = {i for i in range(100) if i % 9 == 0}
+WRONG_B = {i for i in range(100) if i % 5 == 0 or i in (3, 4)}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, apibank_root):
+    tmp = tmp_path_factory.mktemp("compare")
+    tasks = eval_tasks(apibank_root)
+    assert len(tasks) == 100
+    return tasks, score_folder(tmp, "run_a", tasks, WRONG_A), score_folder(tmp, "run_b", tasks, WRONG_B)
+
+
+def _direct_bootstrap(a, o, seed):
+    a, o = np.array(a, float), np.array(o, float)
+    draws = np.random.default_rng(seed).integers(0, len(a), size=(10_000, len(a)))
+    return np.percentile(o[draws].mean(axis=1) - a[draws].mean(axis=1), [2.5, 97.5])
+
+
+def test_overall_matches_scipy_and_numpy_on_the_same_table(runs):
+    tasks, run_a, run_b = runs
+    result = compare([run_a, run_b], seed=5)
+    overall = result["comparisons"][0]["overall"]
+    a = [i not in WRONG_A for i in range(100)]
+    o = [i not in WRONG_B for i in range(100)]
+    b = sum(x and not y for x, y in zip(a, o))
+    c = sum(y and not x for x, y in zip(a, o))
+    assert (overall["baseline_only_correct"], overall["run_only_correct"]) == (b, c) == (19, 9)
+    assert overall["mcnemar_p"] == pytest.approx(sp.binomtest(c, b + c, 0.5).pvalue, rel=1e-12)
+    assert overall["ci_95"] == pytest.approx(list(_direct_bootstrap(a, o, 5)), abs=1e-12)
+    assert overall["accuracy_baseline"] == 1 - len(WRONG_A) / 100
+    assert overall["accuracy_run"] == 1 - len(WRONG_B) / 100
+    ids = [task.combined_id for task in tasks]
+    assert overall["won"] == [ids[i] for i in sorted(WRONG_A - WRONG_B)]
+    assert overall["lost"] == [ids[i] for i in sorted(WRONG_B - WRONG_A)]
+
+
+def test_per_level_pairs_only_that_levels_instances(runs):
+    tasks, run_a, run_b = runs
+    by_level = compare([run_a, run_b])["comparisons"][0]["by_level"]
+    assert {level: row["n"] for level, row in by_level.items()} == {"1": 33, "2": 33, "3": 34}
+    level3 = [i for i, task in enumerate(tasks) if task.level == "3"]
+    a = [i not in WRONG_A for i in level3]
+    o = [i not in WRONG_B for i in level3]
+    b = sum(x and not y for x, y in zip(a, o))
+    c = sum(y and not x for x, y in zip(a, o))
+    assert by_level["3"]["mcnemar_p"] == pytest.approx(sp.binomtest(c, b + c, 0.5).pvalue, rel=1e-12)
+    assert by_level["3"]["ci_95"] == pytest.approx(list(_direct_bootstrap(a, o, 0)), abs=1e-12)
+
+
+def test_a_run_against_itself_shows_no_difference(runs):
+    _, run_a, _ = runs
+    overall = compare([run_a, run_a])["comparisons"][0]["overall"]
+    assert (overall["difference"], overall["ci_95"], overall["mcnemar_p"]) == (0.0, [0.0, 0.0], 1.0)
+
+
+def test_error_rows_are_left_out_of_the_pairing_and_counted(runs, tmp_path):
+    tasks, run_a, run_b = runs
+    copy = tmp_path / "run_c"
+    copy.mkdir()
+    rows = read_jsonl(run_b / "results.jsonl")
+    for row in rows[:4]:  # instances 0 and 3 are wrong in B, 1 and 2 right: none may count as an answer
+        row.update(stage="error", correct=row["correct"], error="endpoint timed out")
+    (copy / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (copy / "summary.json").write_text((run_b / "summary.json").read_text(), encoding="utf-8")
+    comp = compare([run_a, copy])["comparisons"][0]
+    assert comp["errors_excluded"] == {"baseline": 0, "run": 4}
+    assert (comp["shared"], comp["paired"]) == (100, 96)
+    assert tasks[3].combined_id not in comp["overall"]["lost"]  # wrong in B, but B's row is an error now
+    assert (comp["overall"]["n"], len(comp["overall"]["lost"])) == (96, 18)
+
+
+def _with_config(tmp_path, source, name, config):
+    target = tmp_path / name
+    target.mkdir()
+    (target / "results.jsonl").write_text((source / "results.jsonl").read_text(), encoding="utf-8")
+    summary = json.loads((source / "summary.json").read_text())
+    summary["config"] = config
+    (target / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    return target
+
+
+def test_refuses_runs_with_different_scorer_or_selection_unless_forced(runs, tmp_path, capsys):
+    _, run_a, run_b = runs
+    base = {"run": {"level": "all", "limit": None, "offset": 0, "only": [], "shard": None,
+                    "toolsearcher_scorer": "official"}}
+    a = _with_config(tmp_path, run_a, "a", base)
+    b = _with_config(tmp_path, run_b, "b", {"run": {**base["run"], "toolsearcher_scorer": "keyword"}})
+    c = _with_config(tmp_path, run_b, "c", {"run": {**base["run"], "limit": 50}})
+    same = _with_config(tmp_path, run_b, "same", {"run": dict(base["run"]), "data_hash": "x"})
+    with pytest.raises(RunMismatch, match="scorer"):
+        compare([a, b])
+    with pytest.raises(RunMismatch, match="selection"):
+        compare([a, c])
+    assert compare([a, same])["warnings"] == []  # a key only one run records is not a difference
+    other_data = _with_config(tmp_path, run_b, "other_data", {"run": dict(base["run"]), "data_hash": "y"})
+    with pytest.raises(RunMismatch, match="data hash"):
+        compare([same, other_data])
+
+    assert cli_main(["compare", str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "scorer" in err and "--force" in err
+
+    assert cli_main(["compare", str(a), str(b), "--force", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "WARNING" in captured.err
+    assert json.loads(captured.out)["warnings"] == compare([a, b], force=True)["warnings"] != []
+
+
+def test_cli_table_and_json(runs, capsys):
+    _, run_a, run_b = runs
+    assert cli_main(["compare", str(run_a), str(run_b), "--json", "--seed", "5"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(compare([run_a, run_b], seed=5)))
+    assert cli_main(["compare", str(run_a), str(run_b)]) == 0
+    table = capsys.readouterr().out
+    assert "run_b vs baseline run_a" in table and "overall" in table and "McNemar p" in table
