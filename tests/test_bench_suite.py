@@ -56,7 +56,9 @@ def test_gold_run_passes_all_100_in_manifest_order_with_xdist(tmp_path):
     assert {level: row["total"] for level, row in summary["by_level"].items()} == {"1": 33, "2": 33, "3": 34}
     assert summary["config"]["model"]["model"] == "gold"
     # pytest-json-report carries each test's result fields, through xdist too.
-    tests = json.loads(report.read_text())["tests"]
+    payload = json.loads(report.read_text())
+    assert payload["apibank"] == summary  # the run's summary beside the tests' records
+    tests = payload["tests"]
     assert sorted(test["metadata"]["apibank"]["id"] for test in tests) == sorted(EVAL_IDS)
     assert all(test["metadata"]["apibank"]["correct"] for test in tests)
 
