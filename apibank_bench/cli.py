@@ -142,6 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
     from .run import add_run_parsers
 
     add_run_parsers(sub)
+
+    from .optimize import command as optimize_command
+
+    optimize = sub.add_parser("optimize", help="optimize a topology's role prompts (GEPA, MIPROv2, MASPO)")
+    optimize_command.add_arguments(optimize)
+    optimize.set_defaults(func=optimize_command.main)
     return parser
 
 

@@ -16,10 +16,10 @@ import json
 import random
 import shutil
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..agents import Solver, build_solver
 from ..agents.prompts import task_prompt
@@ -65,12 +65,20 @@ def write_prompts(folder: Path, topology: str, prompts: dict[str, str]) -> Path:
     return Path(folder)
 
 
-def _run_tasks(tasks: list[Task], solver: Solver, scorer: Scorer, workers: int) -> list[Outcome]:
-    """Solve and score tasks concurrently; outcomes in the order of `tasks`."""
+def _run_tasks(tasks: list[Task], solver: Solver, scorer: Scorer, workers: int,
+               on_done: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """Solve and score tasks concurrently; outcomes in the order of `tasks`.
+
+    `on_done` sees each outcome as it finishes (in finishing order), on this thread.
+    """
     if not tasks:
         return []
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(tasks))), thread_name_prefix="optimize") as pool:
-        return list(pool.map(lambda task: solve_and_score(task, solver, scorer), tasks))
+        futures = [pool.submit(solve_and_score, task, solver, scorer) for task in tasks]
+        if on_done is not None:
+            for future in as_completed(futures):
+                on_done(future.result())
+        return [future.result() for future in futures]
 
 
 def infrastructure_error(outcome: Outcome) -> str | None:
