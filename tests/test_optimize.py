@@ -50,10 +50,11 @@ class Scripted:
         self.by_history = {format_history(get_task(task_id)): task_id for task_id in USED}
 
     def instance(self, body: dict) -> str | None:
-        """The task a request is about (the longest known dialogue its user message holds), None if none."""
-        user = body["messages"][-1]["content"]
-        if "DIALOGUE SO FAR:" not in user:
-            return None
+        """The task an agent's request is about (the longest known dialogue in it); None for other requests."""
+        messages = body["messages"]
+        if messages[0]["role"] != "system" or "DIALOGUE SO FAR:" not in messages[-1]["content"]:
+            return None  # agents send a role prompt and the task; a reflection is one user message
+        user = messages[-1]["content"]
         found = [history for history in self.gold if history in user]
         return self.by_history[max(found, key=len)] if found else None
 
@@ -145,8 +146,14 @@ def test_no_request_before_the_final_comparison_shows_an_eval_instance(run, scri
     assert all(task_id not in held_out for task_id in about[:first_eval])
     assert all(task_id in held_out for task_id in about[first_eval:])  # the final phase comes last
     eval_dialogues = [format_history(get_task(task_id)) for task_id in EVAL_IDS[:EVAL_LIMIT]]
-    reflections = [json.dumps(body) for body, task_id in zip(requests, about) if task_id is None]
+    reflections = [body["messages"][-1]["content"] for body, task_id in zip(requests, about) if task_id is None]
     assert reflections and not any(d in text for d in eval_dialogues for text in reflections)
+    # Feedback (the scorer's verdict and the gold call) comes from training tasks only.
+    validation_dialogues = [format_history(get_task(task_id)) for task_id in SPLIT["validation"]]
+    assert not any(d in text for d in validation_dialogues for text in reflections)
+    train_golds = [get_task(task_id).gold_call for task_id in SPLIT["train"]]
+    assert all("Gold: " in text and "api_name" in text and any(g in text for g in train_golds)
+               for text in reflections)
 
 
 def test_run_with_the_optimized_prompts_reproduces_final_optimized(run, stub, tmp_path):

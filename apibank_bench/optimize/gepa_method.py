@@ -41,10 +41,11 @@ def feedback(rollout: Rollout) -> str:
     if rollout.correct:
         return f"Correct: the team's final call {rollout.predicted_call} gives the gold call's result."
     if rollout.stage == "error":
-        return f"No answer: the run failed ({rollout.error}). The gold call is {rollout.gold_call}."
+        return f"No answer (stage error): the run failed ({rollout.error}). Gold: {rollout.gold_call}."
     predicted = rollout.predicted_call or repr((rollout.answer or "")[-300:])
-    return (f"Incorrect: the team's final answer {_STAGE_WORDS.get(rollout.stage, rollout.stage)} "
-            f"({rollout.error}). Predicted: {predicted}. Gold: {rollout.gold_call}.")
+    return (f"Incorrect (stage {rollout.stage}): the team's final answer "
+            f"{_STAGE_WORDS.get(rollout.stage, rollout.stage)} ({rollout.error}). "
+            f"Predicted: {predicted}. Gold: {rollout.gold_call}.")
 
 
 def _shown(turn: dict, fallback: str) -> str:
@@ -116,6 +117,17 @@ class _Events:
                      best=self.best, evaluated=event["num_examples_evaluated"])
 
 
+class _FileLogger:
+    """GEPA's log lines go to DIR/gepa/run_log.txt only (the terminal shows our progress lines)."""
+
+    def __init__(self, path) -> None:
+        self.path = path
+
+    def log(self, message: str) -> None:
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(message.rstrip("\n") + "\n")
+
+
 def optimize(ctx: Context) -> dict[str, str]:
     import gepa
 
@@ -142,6 +154,7 @@ def optimize(ctx: Context) -> dict[str, str]:
         max_merge_invocations=hyper["max_merge_invocations"],
         max_metric_calls=ctx.budget,
         run_dir=str(run_dir),
+        logger=_FileLogger(run_dir / "run_log.txt"),
         callbacks=[_Events(ctx)],
         seed=ctx.rng.randrange(2**31),
         raise_on_exception=True,

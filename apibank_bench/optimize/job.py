@@ -144,7 +144,7 @@ def _run(args, module, hyper, budget, cfg, config, split, eval_ids, out: Path, l
                   run_config=cfg, client=client, scorer=scorer, events=events, optimizer=optimizer,
                   protected_ids=eval_ids, workers=args.workers)
 
-    best = _phase_optimize(ctx, module, out, events)
+    best = _phase_optimize(ctx, args.method, module, out, events)
     _phase_validation(ctx, seeds, best, out, events)
     final_ids = eval_ids[: args.eval_limit]
     for name, folder in (("seed", out / "seed_prompts"), ("optimized", out / "prompts")):
@@ -159,7 +159,7 @@ def _run(args, module, hyper, budget, cfg, config, split, eval_ids, out: Path, l
     return 0
 
 
-def _phase_optimize(ctx: Context, module: ModuleType, out: Path, events: EventLog) -> dict[str, str]:
+def _phase_optimize(ctx: Context, method: str, module: ModuleType, out: Path, events: EventLog) -> dict[str, str]:
     """The method's best role prompts -> out/prompts (written aside and renamed: all or nothing)."""
     target = out / "prompts"
     if (target / ctx.topology).is_dir():
@@ -167,7 +167,7 @@ def _phase_optimize(ctx: Context, module: ModuleType, out: Path, events: EventLo
         return {role: (target / ctx.topology / f"{role}.txt").read_text(encoding="utf-8").strip()
                 for role in ctx.roles}
     events.phase = "optimize"
-    events.log("start", method=module.__name__.rsplit(".", 1)[-1], budget=ctx.budget, roles=ctx.roles,
+    events.log("start", method=method, budget=ctx.budget, roles=ctx.roles,
                train=len(ctx.train_ids), validation=len(ctx.validation_ids))
     best = {**ctx.seed_prompts, **module.optimize(ctx)}
     staging = out / "prompts.tmp"
