@@ -171,6 +171,30 @@ def test_run_with_the_optimized_prompts_reproduces_final_optimized(run, stub, tm
     assert all(line["correct"] for line in read_jsonl(tmp_path / "results.jsonl"))
 
 
+def test_a_team_with_a_separate_optimizer_endpoint(stub, scripted, tmp_path, monkeypatch):
+    """Centralized, team of 2 (manager + caller_worker); reflections go to the optimizer endpoint only."""
+    monkeypatch.setenv("APIBANK_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "team"
+    with OpenAIStub(default=Reply(f"```\nPredict the next API call. {MARKER}\n```")) as reflector:
+        before = len(stub.chat_requests)
+        args = optimize_args(out, stub.url, "--model", "stub-model", "--allow-any-cell", "--optimizer-base-url",
+                             reflector.url, "--optimizer-model", "reflector-model")
+        args[args.index("single")] = "centralized"
+        assert cli.main([*args, "--team-size", "2"]) == 0
+        reflections = reflector.chat_requests
+    task_side = stub.chat_requests[before:]
+    assert reflections and all(body["model"] == "reflector-model" for body in reflections)
+    assert all(body["messages"][0]["role"] == "system" for body in task_side)  # no reflection reached it
+    assert sorted(p.name for p in (out / "prompts" / "centralized").iterdir()) == ["caller_worker.txt",
+                                                                                  "manager.txt"]
+    assert MARKER in (out / "prompts" / "centralized" / "manager.txt").read_text()  # round robin starts there
+    final = json.loads((out / "final.json").read_text())
+    assert final["optimized"]["accuracy"] > final["seed"]["accuracy"]
+    config = json.loads((out / "config.json").read_text())
+    assert config["roles"] == ["manager", "caller_worker"]
+    assert config["optimizer_model"]["model"] == "reflector-model"
+
+
 # -- the grid --------------------------------------------------------------------------
 
 def test_an_off_grid_cell_is_refused_in_one_line_naming_the_flag(stub, tmp_path, capsys):
