@@ -123,6 +123,8 @@ def _optimizer_client(args, cfg: RunConfig, client, local):
     aliases = grid.model_aliases(args.model_alias)
     model = aliases.get(args.optimizer_model, args.optimizer_model) or cfg.model
     ocfg = dataclasses.replace(cfg, model=model, base_url=list(args.optimizer_base_url or cfg.base_url))
+    if args.optimizer_model and needs_local_server(ocfg):
+        raise JobError(f"--optimizer-model {args.optimizer_model} needs an endpoint: pass --optimizer-base-url")
     return model_client(ocfg, local), describe_model(ocfg)
 
 
