@@ -75,7 +75,8 @@ def _add_hyperparameters(parser: argparse.ArgumentParser) -> None:
                 group.add_argument(option, dest=dest, action=argparse.BooleanOptionalAction, default=None,
                                    help=f"{text} (default {default})")
             else:
-                group.add_argument(option, dest=dest, type=kind, default=None, help=f"{text} (default {default})")
+                group.add_argument(option, dest=dest, type=kind, default=None, metavar=name.upper(),
+                                   help=f"{text} (default {default})")
 
 
 def hyperparameters(args: argparse.Namespace, method: str, module: ModuleType) -> dict:

@@ -16,9 +16,10 @@ repeat free and identical.
 from __future__ import annotations
 
 import shutil
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .context import Context, Rollout
+if TYPE_CHECKING:  # the command line imports this module for its flags: keep that light
+    from .context import Context, Rollout
 
 DEFAULT_BUDGET = 600
 HYPERPARAMETERS: dict[str, tuple[type, Any, str]] = {
