@@ -301,7 +301,7 @@ def test_each_hyperparameter_is_a_flag():
     args = cli.build_parser().parse_args(["optimize", "--method", "gepa", "--topology", "single", "--out", "x",
                                           "--minibatch-size", "5", "--use-merge"])
     from apibank_bench.optimize import gepa_method
-    from apibank_bench.optimize.command import hyperparameters
+    from apibank_bench.optimize.methods import hyperparameters
 
     values = hyperparameters(args, "gepa", gepa_method)
     assert values["minibatch_size"] == 5 and values["use_merge"] is True

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from types import ModuleType
 
-from ..config import MESSAGE_FORMATS, TEAM_SIZES
+from ..config import MESSAGE_FORMATS, TEAM_SIZES, TOPOLOGIES as _ALL_TOPOLOGIES
 from . import grid, methods
 
-TOPOLOGIES = ("single", "independent", "decentralized", "centralized", "sequential")
+#: Topologies with role prompts to optimize (the Agents SDK runner has none).
+TOPOLOGIES = tuple(t for t in _ALL_TOPOLOGIES if t != "agents_sdk")
 
 
 def _flag(name: str) -> str:
@@ -77,17 +77,6 @@ def _add_hyperparameters(parser: argparse.ArgumentParser) -> None:
             else:
                 group.add_argument(option, dest=dest, type=kind, default=None, metavar=name.upper(),
                                    help=f"{text} (default {default})")
-
-
-def hyperparameters(args: argparse.Namespace, method: str, module: ModuleType) -> dict:
-    """The method's hyperparameters: the flags given, else its defaults."""
-    values = {}
-    for name, (kind, default, _) in getattr(module, "HYPERPARAMETERS", {}).items():
-        given = getattr(args, f"hp_{method}_{name}", None)
-        if given is None:
-            given = getattr(args, "hp_" + name, None)
-        values[name] = default if given is None else kind(given)
-    return values
 
 
 def _fail(message: str) -> int:

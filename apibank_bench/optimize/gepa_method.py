@@ -139,7 +139,8 @@ def optimize(ctx: Context) -> dict[str, str]:
 
     def reflection_lm(prompt) -> str:
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
-        return ctx.ask(messages, purpose="gepa.reflection")
+        # Each reflection samples with its own seed (from ctx.rng: the same sequence on a rerun).
+        return ctx.ask(messages, purpose="gepa.reflection", seed=ctx.rng.randrange(2**31))
 
     result = gepa.optimize(
         seed_candidate=dict(ctx.seed_prompts),

@@ -30,7 +30,6 @@ from ..results import RunFiles
 from ..scoring import Scorer
 from ..tasks import get_task
 from . import grid, methods
-from .command import hyperparameters
 from .context import Context, _run_tasks, usage, write_prompts
 from .events import EventLog, dump
 from .report import compare_folders
@@ -77,7 +76,7 @@ def _versions() -> dict:
 
 
 def run(args: argparse.Namespace, module: ModuleType, cell: grid.Cell) -> int:
-    hyper = hyperparameters(args, args.method, module)
+    hyper = methods.hyperparameters(args, args.method, module)
     budget = args.budget if args.budget is not None else methods.default_budget(module)
     cfg = RunConfig(root=args.apibank_root, topology=args.topology, team_size=args.team_size, rounds=args.rounds,
                     message_format=args.message_format, model=cell.model, base_url=list(args.base_url or []),

@@ -7,6 +7,7 @@ Modules are imported on demand and import their heavy libraries (gepa, dspy) ins
 from __future__ import annotations
 
 import importlib
+from argparse import Namespace
 from types import ModuleType
 
 METHODS = {
@@ -39,3 +40,15 @@ def available() -> dict[str, ModuleType]:
 
 def default_budget(module: ModuleType) -> int:
     return getattr(module, "DEFAULT_BUDGET", FALLBACK_BUDGET)
+
+
+def hyperparameters(args: Namespace, method: str, module: ModuleType) -> dict:
+    """The method's hyperparameters: the flags given (dest `hp_<name>` or `hp_<method>_<name>`, see
+    command._add_hyperparameters), else its defaults."""
+    values = {}
+    for name, (kind, default, _) in getattr(module, "HYPERPARAMETERS", {}).items():
+        given = getattr(args, f"hp_{method}_{name}", None)
+        if given is None:
+            given = getattr(args, "hp_" + name, None)
+        values[name] = default if given is None else kind(given)
+    return values
