@@ -328,3 +328,23 @@ def test_gepa_runs_on_the_embedded_model(tmp_path):
     log = read_jsonl(out / "log.jsonl")
     assert any(r["event"] == "ask" and r["requests"] > 0 for r in log)  # a real reflection call was made
     assert json.loads((out / "config.json").read_text())["model"]["constrained"] is True
+
+
+def test_a_roles_reflective_records_are_its_last_round_turns_with_the_scorer_verdict():
+    from apibank_bench.optimize.context import Rollout
+    from apibank_bench.optimize.gepa_method import role_records
+
+    def turn(index, round, answer):
+        seen = f"seen {index}/{round} " + "x" * 50
+        return {"role": "debater", "index": index, "round": round, "answer": answer,
+                "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": seen}]}
+
+    agents = [turn(i, r, f"[A(n={i}{r})]") for r in (0, 1) for i in (2, 0, 1)]
+    rollout = Rollout("t", False, "api_name", "API name mismatch: A != B", "[A(n=1)]", "[B(m=2)]", "[A(n=1)]",
+                      agents, "dialogue")
+    records = role_records(rollout, "debater", 2, 30)
+    assert [r["Generated Outputs"] for r in records] == ["[A(n=01)]", "[A(n=11)]"]  # last round, by index
+    assert all(r["Inputs"].startswith("[...]") and len(r["Inputs"]) < 40 for r in records)  # the tail is kept
+    feedback = records[0]["Feedback"]
+    assert "stage api_name" in feedback and "[A(n=1)]" in feedback and "Gold: [B(m=2)]" in feedback
+    assert role_records(rollout, "manager", 2, 30) == []

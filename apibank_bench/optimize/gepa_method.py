@@ -31,6 +31,8 @@ HYPERPARAMETERS: dict[str, tuple[type, Any, str]] = {
     "max_merge_invocations": (int, 5, "GEPA: at most this many merges (with --use-merge)"),
     "skip_perfect_score": (bool, True, "GEPA: do not reflect on a minibatch the parent already solves"),
     "turns_per_task": (int, 2, "GEPA: a role's turns per task shown to the reflection (its last round)"),
+    "input_chars": (int, 4000, "GEPA: characters of what a role was shown that the reflection sees (the "
+                               "end, where the dialogue is; keeps reflections within a small model's context)"),
 }
 
 _STAGE_WORDS = {"parse": "did not parse as one call", "api_name": "named the wrong API",
@@ -54,15 +56,20 @@ def _shown(turn: dict, fallback: str) -> str:
     return users[-1] if users else fallback
 
 
-def role_records(rollout: Rollout, role: str, turns_per_task: int) -> list[dict[str, str]]:
+def _tail(text: str, limit: int) -> str:
+    return text if len(text) <= limit else "[...]\n" + text[-limit:]
+
+
+def role_records(rollout: Rollout, role: str, turns_per_task: int, input_chars: int) -> list[dict[str, str]]:
     """One role's part in one rollout: its turns of the last round it spoke in."""
     turns = [turn for turn in rollout.agents if turn.get("role") == role]
     if not turns:
         return []
     last = max(turn.get("round", 0) for turn in turns)
     chosen = sorted((t for t in turns if t.get("round", 0) == last), key=lambda t: t.get("index", 0))
-    return [{"Inputs": _shown(turn, rollout.dialogue), "Generated Outputs": turn.get("answer") or "",
-             "Feedback": feedback(rollout)} for turn in chosen[:max(1, turns_per_task)]]
+    return [{"Inputs": _tail(_shown(turn, rollout.dialogue), input_chars),
+             "Generated Outputs": _tail(turn.get("answer") or "", input_chars), "Feedback": feedback(rollout)}
+            for turn in chosen[:max(1, turns_per_task)]]
 
 
 class TopologyAdapter:
@@ -70,9 +77,10 @@ class TopologyAdapter:
 
     propose_new_texts = None  # GEPA's own reflective proposer, with our reflection model
 
-    def __init__(self, ctx: Context, turns_per_task: int) -> None:
+    def __init__(self, ctx: Context, turns_per_task: int, input_chars: int) -> None:
         self.ctx = ctx
         self.turns_per_task = turns_per_task
+        self.input_chars = input_chars
 
     def evaluate(self, batch: list[str], candidate: dict[str, str], capture_traces: bool = False):
         from gepa import EvaluationBatch
@@ -85,10 +93,10 @@ class TopologyAdapter:
         dataset = {}
         for role in components_to_update:
             records = [record for rollout in eval_batch.trajectories
-                       for record in role_records(rollout, role, self.turns_per_task)]
+                       for record in role_records(rollout, role, self.turns_per_task, self.input_chars)]
             if not records:  # the role did not speak (cannot happen in our topologies): show the outcome
-                records = [{"Inputs": r.dialogue, "Generated Outputs": r.answer or "", "Feedback": feedback(r)}
-                           for r in eval_batch.trajectories]
+                records = [{"Inputs": _tail(r.dialogue, self.input_chars), "Generated Outputs": r.answer or "",
+                            "Feedback": feedback(r)} for r in eval_batch.trajectories]
             dataset[role] = records
         return dataset
 
@@ -146,7 +154,7 @@ def optimize(ctx: Context) -> dict[str, str]:
         seed_candidate=dict(ctx.seed_prompts),
         trainset=list(ctx.train_ids),
         valset=list(ctx.validation_ids or ctx.train_ids),
-        adapter=TopologyAdapter(ctx, hyper["turns_per_task"]),
+        adapter=TopologyAdapter(ctx, hyper["turns_per_task"], hyper["input_chars"]),
         reflection_lm=reflection_lm,
         candidate_selection_strategy=hyper["candidate_selection"],
         module_selector=hyper["module_selector"],
