@@ -286,7 +286,7 @@ def test_resume_refuses_other_arguments_and_a_fresh_start_refuses_a_used_folder(
     changed = optimize_args(out, stub.url, *same, "--resume", method=run.method)
     changed[changed.index("--budget") + 1] = "99"
     assert cli.main(changed) == 2
-    assert "budget" in capsys.readouterr().err
+    assert "method" in capsys.readouterr().err  # the budget is part of the method's settings
 
 
 # -- the pieces ------------------------------------------------------------------------

@@ -92,9 +92,13 @@ def main(args: argparse.Namespace) -> int:
         return _fail(refusal)
     if args.topology != "single" and args.team_size not in TEAM_SIZES:
         return _fail(f"--team-size must be one of {TEAM_SIZES}, got {args.team_size}")
+    from ..agents.models import EndpointUnreachable
+    from ..llm import ModelError
     from .job import JobError, run
 
     try:
         return run(args, module, cell)
-    except JobError as exc:
+    except (JobError, EndpointUnreachable) as exc:
         return _fail(str(exc))
+    except ModelError as exc:  # the optimizer model failed (an agent's failure is recorded, not raised)
+        return _fail(f"the optimizer model failed: {exc}; --resume continues from the finished phases")

@@ -35,9 +35,9 @@ from .events import EventLog, dump
 from .report import compare_folders
 from .roles import roles, seed_prompts
 
-#: Arguments that must match for --resume to continue a run.
-_IDENTITY = ("method", "dataset", "topology", "model", "seed", "train", "validation", "budget", "team_size",
-             "rounds", "message_format", "eval_limit")
+#: What --resume must find unchanged (the endpoint URLs and the cache may differ).
+_IDENTITY = ("cell", "method", "roles", "splits", "final_ids")
+_RUN_IDENTITY = ("topology", "team_size", "rounds", "message_format", "model", "seed", "constrained")
 
 
 class JobError(Exception):
@@ -84,19 +84,12 @@ def run(args: argparse.Namespace, module: ModuleType, cell: grid.Cell) -> int:
     if cell.model and needs_local_server(cfg):
         raise JobError(f"--model {args.model} needs an endpoint: pass --base-url (or set OPENAI_BASE_URL)")
     out = Path(args.out)
-    arguments = {key: value for key, value in vars(args).items() if key != "func"}
-    if (out / "config.json").exists():
-        if not args.resume:
-            raise JobError(f"{out} already holds an optimize run: pass --resume to continue it, or another --out")
-        before = json.loads((out / "config.json").read_text(encoding="utf-8"))["arguments"]
-        changed = [key for key in _IDENTITY if before.get(key) != arguments.get(key)]
-        if changed:
-            raise JobError(f"--resume with other arguments than the run in {out}: {', '.join(changed)}")
-
+    if (out / "config.json").exists() and not args.resume:
+        raise JobError(f"{out} already holds an optimize run: pass --resume to continue it, or another --out")
     eval_ids = manifest_ids("all")
     split = splits(args.train, args.validation, args.seed)
     config = {
-        "arguments": arguments,
+        "arguments": {key: value for key, value in vars(args).items() if key != "func"},
         "cell": dataclasses.asdict(cell),
         "off_grid": grid.off_grid_reason(cell),
         "method": {"name": args.method, "budget": budget, "hyperparameters": hyper},
@@ -108,11 +101,24 @@ def run(args: argparse.Namespace, module: ModuleType, cell: grid.Cell) -> int:
         **provenance(cfg),
         "optimizer_packages": _versions(),
     }
+    if (out / "config.json").exists():
+        changed = _changed(json.loads((out / "config.json").read_text(encoding="utf-8")), config)
+        if changed:
+            raise JobError(f"--resume with another job than the one in {out}: {', '.join(changed)} differ")
     local = _LocalModel()
     try:
         return _run(args, module, hyper, budget, cfg, config, split, eval_ids, out, local)
     finally:
         local.stop()
+
+
+def _changed(before: dict, now: dict) -> list[str]:
+    """The parts of a job's identity that differ between its config.json and these arguments."""
+    def plain(value):  # as config.json holds it (tuples become lists)
+        return json.loads(json.dumps(value, default=str))
+
+    changed = [key for key in _IDENTITY if plain(before.get(key)) != plain(now[key])]
+    return changed + [f"run.{key}" for key in _RUN_IDENTITY if before.get("run", {}).get(key) != now["run"][key]]
 
 
 def _optimizer_client(args, cfg: RunConfig, client, local):
