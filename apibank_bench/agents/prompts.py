@@ -27,15 +27,18 @@ def _packaged(relative: str) -> str:
     return resources.files("apibank_bench").joinpath("prompts", relative).read_text("utf-8").strip()
 
 
-def role_prompt(topology: str, role: str, prompts_dir: str | None = None) -> str:
-    """The system prompt of one role: its text file plus the output contract."""
+def role_text(topology: str, role: str, prompts_dir: str | None = None) -> str:
+    """A role's own text (what an optimizer rewrites): the override file if there is one, else the packaged one."""
     relative = f"{topology}/{role}.txt"
     override = Path(prompts_dir) / relative if prompts_dir else None
     if override is not None and override.is_file():
-        text = override.read_text(encoding="utf-8").strip()
-    else:
-        text = _packaged(relative)
-    return text + "\n\n" + _packaged("output_contract.txt")
+        return override.read_text(encoding="utf-8").strip()
+    return _packaged(relative)
+
+
+def role_prompt(topology: str, role: str, prompts_dir: str | None = None) -> str:
+    """The system prompt of one role: its text plus the output contract (never optimized)."""
+    return role_text(topology, role, prompts_dir) + "\n\n" + _packaged("output_contract.txt")
 
 
 def visible_api_names(task: Task) -> list[str]:

@@ -1,0 +1,12 @@
+"""`apibank-bench optimize`: prompt optimizers (GEPA, MIPROv2, MASPO) over a topology's role prompts."""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    from ..optimize import command
+
+    parser = sub.add_parser("optimize", help="optimize a topology's role prompts on training tasks, then compare "
+                                             "seed and optimized prompts on the eval set")
+    command.add_arguments(parser)
+    parser.set_defaults(func=command.main)

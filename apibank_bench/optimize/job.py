@@ -1,0 +1,233 @@
+"""One optimize job in DIR: the phases, each skipped on --resume when its output exists.
+
+  optimize    the method searches role prompts on the train/validation splits -> prompts/
+  validation  seed vs best on the validation split                               -> validation.json
+  final       seed and best on the eval manifest (first --eval-limit)            -> final/, final.json
+
+Nothing before `final` sees an eval instance: the splits exclude the eval IDs and
+Context.evaluate refuses them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shutil
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from types import ModuleType
+
+from ..agents import build_solver
+from ..agents.models import describe_model, model_client, needs_local_server
+from ..settings import RunConfig, from_environment
+from ..manifests import manifest_ids, splits
+from ..paths import require_root
+from ..provenance import provenance
+from ..results import RunFiles
+from ..scoring import Scorer
+from ..tasks import get_task
+from . import grid, methods
+from .context import Context, _run_tasks, usage, write_prompts
+from .events import EventLog, dump
+from .report import compare_folders
+from .roles import roles, seed_prompts
+
+#: What --resume must find unchanged (the endpoint URLs and the cache may differ).
+_IDENTITY = ("cell", "method", "roles", "splits", "final_ids")
+_RUN_IDENTITY = ("topology", "team_size", "rounds", "message_format", "model", "seed", "constrained")
+
+
+class JobError(Exception):
+    """A job that cannot start (reported as one line)."""
+
+
+class _LocalModel:
+    """The embedded server, started on first use and stopped when the job ends."""
+
+    def __init__(self) -> None:
+        self.url: str | None = None
+        self.handle = None
+
+    def __call__(self) -> str:
+        if self.url is None:
+            from ..llm.local_server import start_local_server
+
+            print("optimize: starting the embedded local model (Gemma 3 270M, a smoke model)", file=sys.stderr)
+            self.handle = start_local_server()
+            self.url = self.handle.base_url
+        return self.url
+
+    def stop(self) -> None:
+        if self.handle is not None:
+            self.handle.stop()
+            self.handle = self.url = None
+
+
+def _versions() -> dict:
+    found = {}
+    for name in ("gepa", "dspy"):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def run(args: argparse.Namespace, module: ModuleType, cell: grid.Cell) -> int:
+    hyper = methods.hyperparameters(args, args.method, module)
+    budget = args.budget if args.budget is not None else methods.default_budget(module)
+    cfg = from_environment(root=args.apibank_root, topology=args.topology, team_size=args.team_size,
+                           rounds=args.rounds, message_format=args.message_format, model=cell.model,
+                           base_url=list(args.base_url or []), seed=args.seed, cache=not args.no_cache,
+                           constrained=args.constrained)
+    if cell.model and needs_local_server(cfg):
+        raise JobError(f"--model {args.model} needs an endpoint: pass --base-url (or set OPENAI_BASE_URL)")
+    out = Path(args.out)
+    if (out / "config.json").exists() and not args.resume:
+        raise JobError(f"{out} already holds an optimize run: pass --resume to continue it, or another --out")
+    eval_ids = manifest_ids("all")
+    split = splits(args.train, args.validation, args.seed)
+    config = {
+        "arguments": {key: value for key, value in vars(args).items() if key != "func"},
+        "cell": dataclasses.asdict(cell),
+        "off_grid": grid.off_grid_reason(cell),
+        "method": {"name": args.method, "budget": budget, "hyperparameters": hyper},
+        "run": cfg.to_dict(),
+        "roles": roles(cfg),
+        "splits": {"seed": args.seed, **split},
+        "excluded_eval_ids": eval_ids,
+        "final_ids": eval_ids[: args.eval_limit],
+        **provenance(cfg),
+        "optimizer_packages": _versions(),
+    }
+    if (out / "config.json").exists():
+        changed = _changed(json.loads((out / "config.json").read_text(encoding="utf-8")), config)
+        if changed:
+            raise JobError(f"--resume with another job than the one in {out}: {', '.join(changed)} differ")
+    local = _LocalModel()
+    try:
+        return _run(args, module, hyper, budget, cfg, config, split, eval_ids, out, local)
+    finally:
+        local.stop()
+
+
+def _changed(before: dict, now: dict) -> list[str]:
+    """The parts of a job's identity that differ between its config.json and these arguments."""
+    def plain(value):  # as config.json holds it (tuples become lists)
+        return json.loads(json.dumps(value, default=str))
+
+    changed = [key for key in _IDENTITY if plain(before.get(key)) != plain(now[key])]
+    return changed + [f"run.{key}" for key in _RUN_IDENTITY if before.get("run", {}).get(key) != now["run"][key]]
+
+
+def _optimizer_client(args, cfg: RunConfig, client, local):
+    """The reflection/proposal/judge client: the task client unless another model or endpoint is named."""
+    if not args.optimizer_model and not args.optimizer_base_url:
+        return client, None
+    aliases = grid.model_aliases(args.model_alias)
+    model = aliases.get(args.optimizer_model, args.optimizer_model) or cfg.model
+    ocfg = dataclasses.replace(cfg, model=model, base_url=list(args.optimizer_base_url or cfg.base_url))
+    if args.optimizer_model and needs_local_server(ocfg):
+        raise JobError(f"--optimizer-model {args.optimizer_model} needs an endpoint: pass --optimizer-base-url")
+    return model_client(ocfg, local), describe_model(ocfg)
+
+
+def _run(args, module, hyper, budget, cfg, config, split, eval_ids, out: Path, local) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    events = EventLog(out / "log.jsonl")
+    if args.resume:
+        events.log("resume")
+    scorer = Scorer(require_root(cfg.root))
+    client = model_client(cfg, local)
+    optimizer, described = _optimizer_client(args, cfg, client, local)
+    config["optimizer_model"] = described or config["model"]
+    if not (out / "config.json").exists():
+        dump(out / "config.json", config)
+    seeds = seed_prompts(cfg)
+    write_prompts(out / "seed_prompts", cfg.topology, seeds)
+    ctx = Context(topology=cfg.topology, roles=roles(cfg), seed_prompts=seeds, train_ids=split["train"],
+                  validation_ids=split["validation"], seed=args.seed, budget=budget, hyper=hyper, out_dir=out,
+                  run_config=cfg, client=client, scorer=scorer, events=events, optimizer=optimizer,
+                  protected_ids=eval_ids, workers=args.workers)
+
+    best = _phase_optimize(ctx, args.method, module, out, events)
+    _phase_validation(ctx, seeds, best, out, events)
+    final_ids = eval_ids[: args.eval_limit]
+    for name, folder in (("seed", out / "seed_prompts"), ("optimized", out / "prompts")):
+        _final_run(name, folder, final_ids, cfg, client, scorer, out, args.resume, events, args.workers)
+    final = compare_folders(out / "final" / "seed", out / "final" / "optimized")
+    dump(out / "final.json", final)
+    events.log("done", phase="final", seed=final["seed"]["accuracy"], optimized=final["optimized"]["accuracy"],
+               p_value=final["paired_test"]["p_value"], client=client.stats.snapshot())
+    print(f"optimize: eval {final['instances']} instances: seed {final['seed']['accuracy']:.1%} -> optimized "
+          f"{final['optimized']['accuracy']:.1%} (improved {len(final['improved'])}, regressed "
+          f"{len(final['regressed'])}, exact McNemar p = {final['paired_test']['p_value']:.3g}); {out}")
+    return 0
+
+
+def _phase_optimize(ctx: Context, method: str, module: ModuleType, out: Path, events: EventLog) -> dict[str, str]:
+    """The method's best role prompts -> out/prompts (written aside and renamed: all or nothing)."""
+    target = out / "prompts"
+    if (target / ctx.topology).is_dir():
+        events.log("skip", phase="optimize", reason="prompts/ exists")
+        return {role: (target / ctx.topology / f"{role}.txt").read_text(encoding="utf-8").strip()
+                for role in ctx.roles}
+    events.phase = "optimize"
+    events.log("start", method=method, budget=ctx.budget, roles=ctx.roles,
+               train=len(ctx.train_ids), validation=len(ctx.validation_ids))
+    best = {**ctx.seed_prompts, **module.optimize(ctx)}
+    staging = out / "prompts.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    write_prompts(staging, ctx.topology, best)
+    staging.rename(target)
+    events.log("best", prompt_chars={role: len(text) for role, text in best.items()})
+    return {role: text.strip() for role, text in best.items()}
+
+
+def _phase_validation(ctx: Context, seeds: dict, best: dict, out: Path, events: EventLog) -> None:
+    if (out / "validation.json").exists():
+        events.log("skip", phase="validation", reason="validation.json exists")
+        return
+    events.phase = "validation"
+    report = {"ids": ctx.validation_ids}
+    for name, prompts in (("seed", seeds), ("optimized", best)):
+        rollouts = ctx.evaluate(prompts, ctx.validation_ids) if ctx.validation_ids else []
+        correct = sum(r.correct for r in rollouts)
+        report[name] = {"correct": correct, "total": len(rollouts),
+                        "accuracy": correct / len(rollouts) if rollouts else None,
+                        "errors": sum(r.stage == "error" for r in rollouts),
+                        "correct_ids": [r.task_id for r in rollouts if r.correct]}
+    dump(out / "validation.json", report)
+
+
+def _final_run(name: str, prompts_dir: Path, ids: list[str], cfg: RunConfig, client, scorer: Scorer, out: Path,
+               resume: bool, events: EventLog, workers: int) -> None:
+    """An ordinary results folder (as `run --prompts-dir` writes it) on the first eval instances."""
+    folder = out / "final" / name
+    if resume and (folder / "summary.json").exists():
+        events.log("skip", phase="final", candidate=name, reason="summary.json exists")
+        return
+    events.phase = "final"
+    run_cfg = dataclasses.replace(cfg, prompts_dir=str(prompts_dir), level="all", limit=len(ids),
+                                  out_dir=str(folder), resume=resume)
+    files = RunFiles(folder, resume=resume)
+    done = files.finished_ids()
+    tasks = [get_task(task_id, root=scorer.root) for task_id in ids if task_id not in done]
+    started, count = time.time(), len(done)
+
+    def record(outcome) -> None:
+        nonlocal count
+        count += 1
+        payload = outcome.payload
+        files.append(payload["prediction"], payload["result"], payload["trace"])
+        events.log("final_instance", step=count, candidate=name, id=payload["result"]["id"],
+                   correct=payload["result"]["correct"], **usage([outcome]))
+
+    _run_tasks(tasks, build_solver(run_cfg, client), scorer, workers, on_done=record)
+    summary = files.finalize(ids, config={"run": run_cfg.to_dict(), **provenance(run_cfg)},
+                             wall_time_s=time.time() - started)
+    events.log("final", candidate=name, accuracy=summary["accuracy"], correct=summary["correct"],
+               total=summary["total"])

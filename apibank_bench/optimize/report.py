@@ -1,0 +1,47 @@
+"""final.json: seed vs optimized prompts on the same eval instances, with an exact paired test."""
+
+from __future__ import annotations
+
+from math import comb
+
+from ..results import read_jsonl, summarize
+
+
+def mcnemar_exact(improved: int, regressed: int) -> float:
+    """Two-sided exact McNemar p-value: a binomial(n, 1/2) test on the discordant pairs."""
+    n = improved + regressed
+    if n == 0:
+        return 1.0
+    tail = sum(comb(n, i) for i in range(min(improved, regressed) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def _brief(summary: dict) -> dict:
+    return {"accuracy": summary["accuracy"], "correct": summary["correct"], "total": summary["total"],
+            "by_level": summary["by_level"], "failures_by_stage": summary["failures_by_stage"]}
+
+
+def compare(seed_results: list[dict], optimized_results: list[dict]) -> dict:
+    """Both runs' accuracy overall and per level, the instances that changed, and the paired test."""
+    seed = {line["id"]: bool(line["correct"]) for line in seed_results}
+    optimized = {line["id"]: bool(line["correct"]) for line in optimized_results}
+    if list(seed) != list(optimized):
+        raise ValueError("final: the seed and optimized runs did not cover the same instances")
+    improved = [task_id for task_id in seed if optimized[task_id] and not seed[task_id]]
+    regressed = [task_id for task_id in seed if seed[task_id] and not optimized[task_id]]
+    before, after = summarize(seed_results), summarize(optimized_results)
+    return {
+        "instances": len(seed),
+        "seed": _brief(before),
+        "optimized": _brief(after),
+        "delta_pp": round(100 * (after["accuracy"] - before["accuracy"]), 4),
+        "improved": improved,
+        "regressed": regressed,
+        "paired_test": {"test": "exact McNemar (two-sided binomial test on the discordant instances)",
+                        "improved": len(improved), "regressed": len(regressed),
+                        "p_value": mcnemar_exact(len(improved), len(regressed))},
+    }
+
+
+def compare_folders(seed_dir, optimized_dir) -> dict:
+    return compare(read_jsonl(seed_dir / "results.jsonl"), read_jsonl(optimized_dir / "results.jsonl"))
