@@ -127,7 +127,8 @@ def test_local_wins_that_lose_globally_become_hard_negatives_in_later_proposals(
     maspo.optimize(ctx)
     evaluations = [f for e, f in ctx.events if e == "evaluation" and f["role"] == "planner"]
     assert any(f["misaligned"] for f in evaluations)
-    proposals = [m[-1]["content"] for p, m in ctx.asked if p == "proposal" and "Agent to improve: planner" in m[-1]["content"]]
+    proposals = [m[-1]["content"] for p, m in ctx.asked
+                 if p == "proposal" and "Agent to improve: planner" in m[-1]["content"]]
     assert "Hard negative" not in proposals[0]
     later = [text for text in proposals if "Misalignment cases (hard negatives)" in text]
     assert later and "the team's final answer did worse" in later[0]

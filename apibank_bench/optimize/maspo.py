@@ -273,7 +273,8 @@ class Maspo:
                 f"### Hard negative {n} (task {c['task_id']})\nINPUT:\n{clip(c['input'], 600)}\n\n"
                 f"A CANDIDATE'S OUTPUT (judged better locally):\n{clip(c['candidate_output'], 600)}\n\n"
                 f"WHAT WENT WRONG DOWNSTREAM: {c['why']}\nDOWNSTREAM WITH THAT CANDIDATE:\n"
-                f"{clip(c['candidate_downstream'], 600)}\nDOWNSTREAM WITH THE PARENT:\n{clip(c['parent_downstream'], 600)}"
+                f"{clip(c['candidate_downstream'], 600)}\n"
+                f"DOWNSTREAM WITH THE PARENT:\n{clip(c['parent_downstream'], 600)}"
                 for n, c in enumerate(hard_negatives, 1))
             negatives = ("\n\n## Misalignment cases (hard negatives)\nIn these cases an earlier candidate prompt "
                          "made this agent's own output look better, yet the agents after it or the team's "
