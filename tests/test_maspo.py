@@ -82,8 +82,8 @@ def test_finds_the_marker_in_every_role_and_logs_each_event_kind():
     ctx = FakeContext()
     best = maspo.optimize(ctx)
     assert all(MARKER in best[role] for role in ctx.roles)
-    assert {"proposal", "evaluation", "beam", "refresh", "done"} <= kinds(ctx)
-    scores = [f["score"] for e, f in ctx.events if e == "evaluation"]
+    assert {"proposal", "joint_evaluation", "beam", "refresh", "done"} <= kinds(ctx)
+    scores = [f["score"] for e, f in ctx.events if e == "joint_evaluation"]
     assert max(scores) > 0
 
 
@@ -125,7 +125,7 @@ def test_local_wins_that_lose_globally_become_hard_negatives_in_later_proposals(
     ctx.seed_prompts["caller"] = f"{MARKER}: make the call."
     ctx.seed_prompts["planner"] = f"{MARKER}: plan the call."
     maspo.optimize(ctx)
-    evaluations = [f for e, f in ctx.events if e == "evaluation" and f["role"] == "planner"]
+    evaluations = [f for e, f in ctx.events if e == "joint_evaluation" and f["role"] == "planner"]
     assert any(f["misaligned"] for f in evaluations)
     proposals = [m[-1]["content"] for p, m in ctx.asked
                  if p == "proposal" and "Agent to improve: planner" in m[-1]["content"]]

@@ -35,6 +35,7 @@ class FakeContext:
     hyper: dict = field(default_factory=lambda: {"num_candidates": 4})
     marked_seeds: bool = False
     failing_task: str | None = None
+    failing_ask: int | None = None  #: the optimizer model's endpoint fails on this call (1-based)
     topology: str = "sequential"
     roles: list = field(default_factory=lambda: ["planner", "caller"])
 
@@ -67,6 +68,8 @@ class FakeContext:
 
     def ask(self, messages, *, purpose, seed=None):
         self.asked.append((purpose, messages, seed))
+        if len(self.asked) == self.failing_ask:
+            raise RuntimeError("optimizer endpoint down")
         return f"Always {MARKER} before calling (variant {seed})."
 
     def log(self, event, **fields):
@@ -120,4 +123,11 @@ def test_render_appends_the_demos_to_the_instructions():
 def test_an_endpoint_failure_is_an_error_not_a_wrong_answer():
     ctx = FakeContext(failing_task="v2")
     with pytest.raises(mipro.EvaluationFailed, match="v2"):
+        mipro.optimize(ctx)
+
+
+def test_an_optimizer_model_failure_aborts_instead_of_degrading_the_proposer():
+    # DSPy itself would drop the dataset summary and carry on; a failed request is an error.
+    ctx = FakeContext(failing_ask=1)
+    with pytest.raises(RuntimeError, match="optimizer endpoint down"):
         mipro.optimize(ctx)

@@ -42,20 +42,22 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+#: Enough for the full default schedule on a one-role topology (9 steps of <= 60 rollouts, 2 refreshes).
+DEFAULT_BUDGET = 600
 HYPERPARAMETERS: dict[str, tuple[type, Any, str]] = {
-    "rounds": (int, 3, "coordinate-ascent rounds D: passes over the agents in topology order"),
-    "steps": (int, 3, "beam-search steps T per agent per round"),
-    "beam_width": (int, 2, "beam size K per agent"),
-    "proposals": (int, 2, "Ksub: proposals written from each beam node per step"),
-    "minibatch": (int, 10, "training tasks per step (and per beam refresh)"),
-    "pool": (int, 50, "training tasks the minibatches are drawn from"),
-    "local_weight": (float, 0.4, "weight of local validity (the agent's own output)"),
-    "lookahead_weight": (float, 0.4, "weight of lookahead potential (its readers' outputs)"),
-    "global_weight": (float, 0.2, "weight of global alignment (the team's final answer)"),
-    "lookahead": (int, 1, "1: score lookahead potential; 0: local and global only"),
-    "beam_refresh": (int, 1, "1: re-score an agent's beam against its current best when revisited"),
-    "hard_negatives": (int, 3, "misalignment cases kept per agent and shown to its next proposals"),
-    "global_alignment": (str, "execution", "execution (gold-call score) or judge (pairwise judge)"),
+    "rounds": (int, 3, "MASPO: coordinate-ascent rounds D (passes over the agents in topology order)"),
+    "steps": (int, 3, "MASPO: beam-search steps T per agent per round"),
+    "beam_width": (int, 2, "MASPO: beam size K per agent"),
+    "proposals": (int, 2, "MASPO: Ksub, proposals written from each beam node per step"),
+    "minibatch": (int, 10, "MASPO: training tasks per step (and per beam refresh)"),
+    "pool": (int, 50, "MASPO: training tasks the minibatches are drawn from"),
+    "local_weight": (float, 0.4, "MASPO: weight of local validity (the agent's own output)"),
+    "lookahead_weight": (float, 0.4, "MASPO: weight of lookahead potential (its readers' outputs)"),
+    "global_weight": (float, 0.2, "MASPO: weight of global alignment (the team's final answer)"),
+    "lookahead": (bool, True, "MASPO: score lookahead potential (off: local and global only)"),
+    "beam_refresh": (bool, True, "MASPO: re-score an agent's beam against its current best when revisited"),
+    "hard_negatives": (int, 3, "MASPO: misalignment cases kept per agent and shown to its next proposals"),
+    "global_alignment": (str, "execution", "MASPO: execution (the gold call's score) or judge (pairwise judge)"),
 }
 
 _CLIP = 1500  # characters of one text shown to the optimizer model; keeps prompts small-model sized
@@ -187,7 +189,7 @@ class Maspo:
         except BudgetSpent:
             self.ctx.log("budget", spent=self.spent, budget=self.ctx.budget, **self.where)
         self.ctx.log("done", spent=self.spent, budget=self.ctx.budget,
-                     best={role: digest(p) for role, p in self.best.items()})
+                     prompts={role: digest(p) for role, p in self.best.items()})
         return dict(self.best)
 
     def step(self, role: str, rnd: int, step: int) -> None:
@@ -202,8 +204,8 @@ class Maspo:
             for candidate in self.propose(role, parent.prompt, base, state.hard_negatives):
                 joint = self.judge(role, base, self.run(self.with_prompt(role, candidate), tasks))
                 mined.extend(joint.misaligned)
-                self.ctx.log("evaluation", **self.where, parent=digest(parent.prompt), candidate=digest(candidate),
-                             score=joint.score, rates=joint.rates, judged=joint.judged,
+                self.ctx.log("joint_evaluation", **self.where, parent=digest(parent.prompt),
+                             candidate=digest(candidate), score=joint.score, rates=joint.rates, judged=joint.judged,
                              misaligned=len(joint.misaligned), tasks=tasks, spent=self.spent)
                 if joint.score > 0:
                     children.append(Node(candidate, parent.score + joint.score))
@@ -215,7 +217,7 @@ class Maspo:
             mined.sort(key=lambda case: case["priority"])
             state.hard_negatives = mined[: self.h["hard_negatives"]]
         self.ctx.log("beam", **self.where, beam=[{"prompt": digest(n.prompt), "score": n.score} for n in state.beam],
-                     best=digest(state.best.prompt), best_score=state.best.score,
+                     best_prompt=digest(state.best.prompt), best_score=state.best.score,
                      hard_negatives=[c["task_id"] for c in state.hard_negatives], spent=self.spent)
 
     def refresh(self, role: str, rnd: int) -> None:
@@ -236,7 +238,7 @@ class Maspo:
         self.best[role] = state.best.prompt
         self.ctx.log("refresh", **self.where, before=before,
                      after=[{"prompt": digest(n.prompt), "score": n.score} for n in state.beam],
-                     best=digest(state.best.prompt), tasks=tasks, spent=self.spent)
+                     best_prompt=digest(state.best.prompt), tasks=tasks, spent=self.spent)
 
     # -- proposals ---------------------------------------------------------------------------
 

@@ -35,8 +35,10 @@ already run with the same prompts is reused, not paid twice. The validation spli
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import warnings
 from types import SimpleNamespace
 from typing import Any
 
@@ -45,18 +47,21 @@ from .maspo import clip, digest, role_input, role_output
 # litellm (imported by dspy) fetches a price list from GitHub at import unless told not to.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+#: Trials; DSPy's "light" setting for one role proposes 6 candidates and runs about 10.
+DEFAULT_BUDGET = 10
 HYPERPARAMETERS: dict[str, tuple[type, Any, str]] = {
-    "num_candidates": (int, 6, "instruction candidates and demo sets per predictor (DSPy's num_candidates)"),
-    "max_bootstrapped_demos": (int, 2, "bootstrapped demos per role (DSPy default 4; 2 keeps prompts small)"),
-    "max_labeled_demos": (int, 2, "labeled demos (task, gold call) per role (DSPy default 4)"),
-    "minibatch_size": (int, 35, "validation tasks per trial; trials use the full split when it is not larger"),
-    "minibatch_full_eval_steps": (int, 5, "a full validation pass of the best-averaging program every N trials"),
-    "view_data_batch_size": (int, 10, "training tasks per dataset-summary call"),
-    "program_aware": (int, 1, "1: describe the program to the instruction proposer"),
-    "data_aware": (int, 1, "1: summarize the training tasks for the instruction proposer"),
-    "tip_aware": (int, 1, "1: add a random prompting tip to each instruction proposal"),
-    "fewshot_aware": (int, 1, "1: show bootstrapped demos to the instruction proposer"),
-    "init_temperature": (float, 1.0, "temperature requested for instruction proposals"),
+    "num_candidates": (int, 6, "MIPRO: instruction candidates and demo sets per role (DSPy's num_candidates)"),
+    "max_bootstrapped_demos": (int, 2, "MIPRO: bootstrapped demos per role (DSPy's default 4; 2 keeps prompts small)"),
+    "max_labeled_demos": (int, 2, "MIPRO: labeled demos (task, gold call) per role (DSPy's default 4)"),
+    "trial_minibatch_size": (int, 35, "MIPRO: validation tasks per trial (DSPy's minibatch_size); trials use the "
+                                      "whole validation split when it is not larger"),
+    "minibatch_full_eval_steps": (int, 5, "MIPRO: a full validation pass of the best-averaging program every N trials"),
+    "view_data_batch_size": (int, 10, "MIPRO: training tasks per dataset-summary call"),
+    "program_aware": (bool, True, "MIPRO: describe the program to the instruction proposer"),
+    "data_aware": (bool, True, "MIPRO: summarize the training tasks for the instruction proposer"),
+    "tip_aware": (bool, True, "MIPRO: add a random prompting tip to each instruction proposal"),
+    "fewshot_aware": (bool, True, "MIPRO: show bootstrapped demos to the instruction proposer"),
+    "init_temperature": (float, 1.0, "MIPRO: temperature requested for instruction proposals"),
 }
 
 _DEMO_CLIP = 1200  # characters per demo field written into a role prompt
@@ -90,16 +95,10 @@ class Bridge:
         key = tuple(sorted(prompts.items()))
         new = [t for t in dict.fromkeys(task_ids) if (key, t) not in self.memo]
         if new:
-            try:
-                rollouts = self.ctx.evaluate(prompts, new)
-            except Exception as exc:
-                self.failure = exc
-                raise
+            rollouts = self.guarded(self.ctx.evaluate, prompts, new)  # the context logs the evaluation
             self.spent += len(new)
             for task_id, rollout in zip(new, rollouts):
                 self.memo[key, task_id] = rollout
-            self.ctx.log("evaluation", prompts={r: digest(p) for r, p in prompts.items()}, tasks=new,
-                         correct=sum(r.correct for r in rollouts), spent=self.spent)
         found = [self.memo[key, t] for t in task_ids]
         for rollout in found:
             if rollout.stage == "error" and self.failure is None:
@@ -107,6 +106,16 @@ class Bridge:
         if self.failure is not None:
             raise self.failure
         return found
+
+
+    def guarded(self, call, *args, **kwargs):
+        """Run `call`, keeping its exception: DSPy catches exceptions and carries on without them."""
+        try:
+            return call(*args, **kwargs)
+        except Exception as exc:
+            if self.failure is None:
+                self.failure = exc
+            raise
 
 
 def render(predictor) -> str:
@@ -144,7 +153,7 @@ def optimize(ctx) -> dict[str, str]:
             messages = messages or [{"role": "user", "content": prompt}]
             plain = [{"role": m["role"], "content": _text(m.get("content"))} for m in messages]
             seed = {**self.kwargs, **kwargs}.get("rollout_id")
-            reply = self.shared.ctx.ask(plain, purpose="proposal", seed=seed)
+            reply = self.shared.guarded(self.shared.ctx.ask, plain, purpose="proposal", seed=seed)
             self.shared.ctx.log("proposal", seed=seed, reply=clip(reply, 400))
             message = SimpleNamespace(content=reply, tool_calls=None, reasoning_content=None)
             return SimpleNamespace(choices=[SimpleNamespace(message=message, finish_reason="stop")],
@@ -197,41 +206,53 @@ def optimize(ctx) -> dict[str, str]:
         ctx.log("budget", trials=0)
         return dict(ctx.seed_prompts)
 
-    def examples(task_ids):
-        rollouts = bridge.run(dict(ctx.seed_prompts), list(task_ids))
+    seed_program = Team(bridge)
+
+    def examples(task_ids):  # the seed team's runs give each task its dialogue and gold call
+        rollouts = bridge.run(seed_program.prompts(), list(task_ids))
         return [dspy.Example(task_id=r.task_id, dialogue=clip(r.dialogue, _DEMO_CLIP), answer=r.gold_call)
                 .with_inputs("task_id") for r in rollouts]
 
     trainset = examples(ctx.train_ids)
     valset = examples(ctx.validation_ids) if ctx.validation_ids else None
     size = len(valset) if valset else max(1, int(len(trainset) * 0.8))  # DSPy's own split without a valset
-    minibatch_size = min(h["minibatch_size"], size)
+    minibatch_size = min(h["trial_minibatch_size"], size)
     optimizer = dspy.MIPROv2(
         metric=metric, prompt_model=AskLM(bridge), task_model=NoTaskLM(), auto=None,
         num_candidates=h["num_candidates"], max_bootstrapped_demos=h["max_bootstrapped_demos"],
         max_labeled_demos=h["max_labeled_demos"], num_threads=1, seed=ctx.rng.randrange(2**31),
         init_temperature=h["init_temperature"], verbose=False, track_stats=True)
-    with dspy.context(adapter=Lenient()):
+    quiet = logging.getLogger("dspy"), logging.getLogger("optuna")
+    levels = [log.level for log in quiet]
+    with dspy.context(adapter=Lenient()), warnings.catch_warnings():
+        # dspy 3.4 deprecates BaseLM.forward (removed in 3.5; we pin 3.4.1) and logs every trial at INFO.
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"dspy\.")
+        warnings.filterwarnings("ignore", message=r".*BaseLM\.forward")
+        for log in quiet:
+            log.setLevel(logging.ERROR)
         try:
             best = optimizer.compile(
-                Team(bridge), trainset=trainset, valset=valset, num_trials=ctx.budget,
+                seed_program, trainset=trainset, valset=valset, num_trials=ctx.budget,
                 minibatch=size > minibatch_size, minibatch_size=minibatch_size,
                 minibatch_full_eval_steps=h["minibatch_full_eval_steps"],
-                view_data_batch_size=h["view_data_batch_size"], program_aware_proposer=bool(h["program_aware"]),
-                data_aware_proposer=bool(h["data_aware"]), tip_aware_proposer=bool(h["tip_aware"]),
-                fewshot_aware_proposer=bool(h["fewshot_aware"]))
+                view_data_batch_size=h["view_data_batch_size"], program_aware_proposer=h["program_aware"],
+                data_aware_proposer=h["data_aware"], tip_aware_proposer=h["tip_aware"],
+                fewshot_aware_proposer=h["fewshot_aware"])
         except Exception:
             if bridge.failure is None:
                 raise
             best = None
-    if bridge.failure is not None:  # DSPy swallowed it into a score of 0; it is an error, not a score
+        finally:
+            for log, level in zip(quiet, levels):
+                log.setLevel(level)
+    if bridge.failure is not None:  # DSPy may have swallowed it (a score of 0, a skipped summary)
         raise bridge.failure
     for number, record in sorted(getattr(best, "trial_logs", {}).items()):
         ctx.log("trial", trial=number, spent=bridge.spent,
                 **{k: v for k, v in record.items() if isinstance(v, (int, float, str)) and not k.endswith("_path")})
     prompts = best.prompts()
-    ctx.log("done", spent=bridge.spent, trials=ctx.budget, score=getattr(best, "score", None),
-            best={role: digest(p) for role, p in prompts.items()})
+    ctx.log("done", spent=bridge.spent, trials=ctx.budget, best=getattr(best, "score", None),
+            prompts={role: digest(p) for role, p in prompts.items()})
     return prompts
 
 
