@@ -131,3 +131,12 @@ def test_an_optimizer_model_failure_aborts_instead_of_degrading_the_proposer():
     ctx = FakeContext(failing_ask=1)
     with pytest.raises(RuntimeError, match="optimizer endpoint down"):
         mipro.optimize(ctx)
+
+
+def test_trial_scores_are_logged_as_fractions():
+    ctx = FakeContext(budget=3)
+    mipro.optimize(ctx)
+    scores = [f["full_eval_score"] for f in trials(ctx) if "full_eval_score" in f]
+    assert scores[0] == 0.0 and max(scores) == 1.0
+    done = [f for e, f in ctx.events if e == "done"][0]
+    assert done["best"] == max(scores)

@@ -13,9 +13,9 @@ The bridge:
 * DSPy's prompt model (dataset summary, program description, instruction proposals) is `AskLM`, a
   `dspy.BaseLM` whose forward calls `ctx.ask(purpose="proposal")`, so no litellm request is ever
   made. The task model is a guard that fails if anything calls it: the team's agents run only
-  through `ctx.evaluate`. A lenient chat adapter takes a whole reply as the value of a single-output
-  signature when the optimizer model ignores DSPy's field markers (small models do), instead of
-  crashing the proposal step.
+  through `ctx.evaluate`. When the optimizer model ignores DSPy's field markers (small models do), a lenient
+  chat adapter reads the reply as MASPO reads a proposal (<prompt> tags, else a fenced block, else
+  the whole text) for single-output signatures, instead of crashing the proposal step.
 * The returned prompts are the best program's instructions with its selected demos written in.
 
 What differs from stock MIPROv2: the program's predictors are never called by DSPy -- the team runs as
@@ -35,6 +35,8 @@ already run with the same prompts is reused, not paid twice. The validation spli
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import re
@@ -42,7 +44,7 @@ import warnings
 from types import SimpleNamespace
 from typing import Any
 
-from .maspo import clip, digest, role_input, role_output
+from .maspo import clip, digest, extract_prompt, role_input, role_output
 
 # litellm (imported by dspy) fetches a price list from GitHub at import unless told not to.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -173,7 +175,7 @@ def optimize(ctx) -> dict[str, str]:
             except AdapterParseError:
                 if len(signature.output_fields) != 1:
                     raise
-                return {next(iter(signature.output_fields)): completion.strip()}
+                return {next(iter(signature.output_fields)): extract_prompt(completion)}
 
     class Team(dspy.Module):
         """One predictor per role; forward runs the real team on one training task."""
@@ -224,8 +226,9 @@ def optimize(ctx) -> dict[str, str]:
         init_temperature=h["init_temperature"], verbose=False, track_stats=True)
     quiet = logging.getLogger("dspy"), logging.getLogger("optuna")
     levels = [log.level for log in quiet]
-    with dspy.context(adapter=Lenient()), warnings.catch_warnings():
-        # dspy 3.4 deprecates BaseLM.forward (removed in 3.5; we pin 3.4.1) and logs every trial at INFO.
+    with dspy.context(adapter=Lenient()), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        # dspy 3.4 deprecates BaseLM.forward (removed in 3.5; we pin 3.4.1), logs every trial at INFO and
+        # prints bootstrapping progress; our log has all of it.
         warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"dspy\.")
         warnings.filterwarnings("ignore", message=r".*BaseLM\.forward")
         for log in quiet:
@@ -248,10 +251,12 @@ def optimize(ctx) -> dict[str, str]:
     if bridge.failure is not None:  # DSPy may have swallowed it (a score of 0, a skipped summary)
         raise bridge.failure
     for number, record in sorted(getattr(best, "trial_logs", {}).items()):
-        ctx.log("trial", trial=number, spent=bridge.spent,
-                **{k: v for k, v in record.items() if isinstance(v, (int, float, str)) and not k.endswith("_path")})
+        fields = {k: v for k, v in record.items() if isinstance(v, (int, float, str)) and not k.endswith("_path")}
+        # DSPy scores are percentages; the log's scores are fractions.
+        ctx.log("trial", trial=number, **{k: v / 100 if k.endswith("score") else v for k, v in fields.items()})
     prompts = best.prompts()
-    ctx.log("done", spent=bridge.spent, trials=ctx.budget, best=getattr(best, "score", None),
+    score = getattr(best, "score", None)
+    ctx.log("done", spent=bridge.spent, trials=ctx.budget, best=None if score is None else score / 100,
             prompts={role: digest(p) for role, p in prompts.items()})
     return prompts
 
