@@ -30,6 +30,9 @@ API calls is a guess. `global_alignment=judge` is the label-free setting of the 
 mode the proposals also see the scorer's verdict (stage, predicted and gold call) for training tasks;
 in judge mode they see only the agents' inputs and outputs, as in the paper.
 
+The optimizer model samples with its client's settings (`ctx.ask` takes no temperature; the authors
+sample proposals at 0.7 and judge at 0); each proposal gets its own seed from `ctx.rng`.
+
 Budget = rollouts: one training task run by the whole team with one candidate prompt set. A rollout
 already run (same prompts, same task) is reused, not paid twice. Optimization stops before the first
 evaluation that would exceed the budget; the best prompts so far are returned.

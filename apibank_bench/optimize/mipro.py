@@ -16,6 +16,9 @@ The bridge:
   through `ctx.evaluate`. When the optimizer model ignores DSPy's field markers (small models do), a lenient
   chat adapter reads the reply as MASPO reads a proposal (<prompt> tags, else a fenced block, else
   the whole text) for single-output signatures, instead of crashing the proposal step.
+* `ctx.ask` takes no temperature (the optimizer model samples with its client's settings), so DSPy's
+  proposal temperature is not a flag; proposals differ through DSPy's per-proposal `rollout_id`,
+  passed on as the request seed.
 * The returned prompts are the best program's instructions with its selected demos written in.
 
 What differs from stock MIPROv2: the program's predictors are never called by DSPy -- the team runs as
@@ -63,7 +66,6 @@ HYPERPARAMETERS: dict[str, tuple[type, Any, str]] = {
     "data_aware": (bool, True, "MIPRO: summarize the training tasks for the instruction proposer"),
     "tip_aware": (bool, True, "MIPRO: add a random prompting tip to each instruction proposal"),
     "fewshot_aware": (bool, True, "MIPRO: show bootstrapped demos to the instruction proposer"),
-    "init_temperature": (float, 1.0, "MIPRO: temperature requested for instruction proposals"),
 }
 
 _DEMO_CLIP = 1200  # characters per demo field written into a role prompt
@@ -223,7 +225,7 @@ def optimize(ctx) -> dict[str, str]:
         metric=metric, prompt_model=AskLM(bridge), task_model=NoTaskLM(), auto=None,
         num_candidates=h["num_candidates"], max_bootstrapped_demos=h["max_bootstrapped_demos"],
         max_labeled_demos=h["max_labeled_demos"], num_threads=1, seed=ctx.rng.randrange(2**31),
-        init_temperature=h["init_temperature"], verbose=False, track_stats=True)
+        verbose=False, track_stats=True)
     quiet = logging.getLogger("dspy"), logging.getLogger("optuna")
     levels = [log.level for log in quiet]
     with dspy.context(adapter=Lenient()), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
