@@ -1,22 +1,25 @@
 """MASPO: joint prompt optimization for multi-agent teams (Wang et al., arXiv 2605.06623, ICML 2026).
 
-Our own implementation, written from the paper's description and the hyperparameters of the
-authors' released MASPO configuration (3 coordinate-ascent rounds x 3 steps per agent, beam 2,
-2 proposals per parent, minibatches of 10 from 50 training problems, lookahead weights 4:4:2):
+Our own implementation. Sources: the paper's abstract (its full text was not available to us), the
+method as issue 12 describes it, and the authors' released code (github.com/wangzx1219/MASPO, read
+as a specification, nothing taken) for the defaults of its MASPO configuration: 3 coordinate-ascent
+rounds x 3 steps per agent, beam 2, 2 proposals per parent, minibatches of 10 from 50 training
+problems, lookahead weights 4:4:2, centered win rates, 3 misalignment cases kept.
 
 * Agents are optimized one at a time in the topology's order (`ctx.roles`), `rounds` (D) times,
   `steps` (T) beam-search steps per agent per visit; the other agents keep their current best prompt.
 * One step: every beam node (a prompt for this agent) is run on a fresh minibatch; `proposals` (Ksub)
   new prompts are written from it by the optimizer model (`ctx.ask`, purpose "proposal"), each from a
   different slice of the minibatch plus the agent's mined hard negatives; each proposal is run on the
-  same minibatch and scored against its parent by the joint evaluation; the `beam_width` (K) best
-  nodes by cumulative score survive.
+  same minibatch and scored against its parent by the joint evaluation; a proposal that beats its
+  parent (score > 0) becomes a node with the parent's cumulative score plus its own; parents stay
+  in the running, and the `beam_width` (K) best distinct prompts survive.
 * Joint evaluation, per task, candidate vs parent: (a) local validity -- a judge compares the agent's
   own outputs; (b) lookahead potential -- a judge compares the outputs of the agents that read this
   one (the next round of turns); (c) global alignment -- the team's final answers. Each comparison is
   a pairwise judge call with the candidate's position (A/B) drawn from `ctx.rng`; identical outputs
   tie without a call. A role whose turns nobody reads (the last stage, a debater) is judged on global
-  alignment only, as in the paper. Score = weighted win rate - 0.5 (ties count one half).
+  alignment only, as the authors' code does. Score = weighted win rate - 0.5 (ties count one half).
 * Misalignment mining: tasks where a candidate wins locally but loses on lookahead or globally are
   kept (both-lost first) and shown to this agent's next proposals as hard negatives.
 * Beam refresh: when an agent is revisited, its peers have moved on, so its beam's scores are stale;
