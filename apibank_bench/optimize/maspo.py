@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +71,13 @@ _CLIP = 1500  # characters of one text shown to the optimizer model; keeps promp
 _TAG = re.compile(r"<prompt>(.*?)</prompt>", re.S | re.I)
 _FENCE = re.compile(r"```[a-zA-Z]*\n(.*?)```", re.S)
 _VERDICT = re.compile(r"<verdict>\s*([AB])\s*</verdict>", re.I)
+_QUESTIONS = {
+    "local": "the output of the agent '{role}': which one does that agent's job better for this dialogue "
+             "(correct reading of the dialogue, the right API and arguments, useful for its team)?",
+    "lookahead": "the outputs of the agents that read the work of '{role}': which set is closer to the "
+                 "correct next API call?",
+    "global": "the team's final answer: which one is the correct next API call for this dialogue?",
+}
 
 
 class BudgetSpent(Exception):
@@ -303,34 +311,25 @@ class Maspo:
         weights = {"local": self.h["local_weight"], "global": self.h["global_weight"]}
         if use_lookahead:
             weights["lookahead"] = self.h["lookahead_weight"]
-        outcomes: dict[str, list[float]] = {name: [] for name in weights}
-        judged = 0
-        misaligned = []
+        # Per task, the comparisons it needs: (kind, candidate text, parent text).
+        pairs = []
         for b, c in zip(base, cand):
             if b.stage == "error" or c.stage == "error":
                 continue  # an endpoint failure says nothing about either prompt
-            dialogue = clip(b.dialogue, 2500)
-            terminal = not reader_output(b, role)
-            result: dict[str, float] = {}
-            if not terminal:
-                result["local"], n1 = self.compare(
-                    "local", dialogue, role_output(c, role), role_output(b, role),
-                    f"the output of the agent '{role}': which one does that agent's job better for this dialogue "
-                    "(correct reading of the dialogue, the right API and arguments, useful for its team)?")
-                judged += n1
+            needed = []
+            if reader_output(b, role):  # nobody reads a terminal role: global alignment only
+                needed.append(("local", role_output(c, role), role_output(b, role)))
                 if use_lookahead:
-                    result["lookahead"], n2 = self.compare(
-                        "lookahead", dialogue, reader_output(c, role), reader_output(b, role),
-                        "the outputs of the agents that read this agent's work: which set is closer to the "
-                        "correct next API call?")
-                    judged += n2
+                    needed.append(("lookahead", reader_output(c, role), reader_output(b, role)))
+            if self.h["global_alignment"] == "judge":
+                needed.append(("global", c.answer or "", b.answer or ""))
+            pairs.append((b, c, needed))
+        verdicts = self.compare_all(role, [(b, needed) for b, _, needed in pairs])
+        outcomes: dict[str, list[float]] = {name: [] for name in weights}
+        misaligned = []
+        for (b, c, _), result in zip(pairs, verdicts):
             if self.h["global_alignment"] == "execution":
                 result["global"] = 0.5 if c.correct == b.correct else float(c.correct)
-            else:
-                result["global"], n3 = self.compare(
-                    "global", dialogue, c.answer or "", b.answer or "",
-                    "the team's final answer: which one is the correct next API call for this dialogue?")
-                judged += n3
             for name, value in result.items():
                 outcomes[name].append(value)
             case = self.misalignment(role, result, b, c)
@@ -339,6 +338,7 @@ class Maspo:
         rates = {name: sum(v) / len(v) for name, v in outcomes.items() if v}
         total = sum(weights[name] for name in rates)
         score = (sum(weights[name] * rate for name, rate in rates.items()) / total - 0.5) if total else 0.0
+        judged = sum(1 for _, _, needed in pairs for _, x, y in needed if x.strip() != y.strip())
         return Joint(score, rates, judged, misaligned)
 
     def misalignment(self, role: str, result: dict[str, float], b, c) -> dict | None:
@@ -356,25 +356,44 @@ class Maspo:
                 "why": why, "input": role_input(c, role), "candidate_output": role_output(c, role),
                 "candidate_downstream": downstream(c), "parent_downstream": downstream(b)}
 
-    def compare(self, kind: str, dialogue: str, cand: str, parent: str, question: str) -> tuple[float, int]:
-        """1 if the judge prefers the candidate, 0 if the parent, 0.5 for a tie; and the calls made."""
-        if cand.strip() == parent.strip():
-            return 0.5, 0
-        cand_first = self.rng.random() < 0.5
-        a, b = (cand, parent) if cand_first else (parent, cand)
-        messages = [
-            {"role": "system", "content": "You are a strict judge comparing two outputs produced for the same "
-                                          "API-Bank dialogue. Judge substance, not length or style."},
-            {"role": "user", "content": f"## Dialogue\n{dialogue}\n\nCompare {question}\n\n## Output A\n"
-                                        f"{clip(a)}\n\n## Output B\n{clip(b)}\n\n"
-                                        "Answer with <verdict>A</verdict> or <verdict>B</verdict>."},
-        ]
-        reply = self.ctx.ask(messages, purpose="judge")
-        found = _VERDICT.search(reply) or re.fullmatch(r"\W*([AB])\W*", reply.strip())
-        if not found:
-            self.ctx.log("judge_unparsed", **self.where, kind=kind, reply=clip(reply, 200))
-            return 0.5, 1
-        return float((found.group(1).upper() == "A") == cand_first), 1
+    def compare_all(self, role: str, tasks: list[tuple[Any, list[tuple[str, str, str]]]]) -> list[dict]:
+        """Each task's comparisons: 1 if the judge prefers the candidate, 0 the parent, 0.5 a tie.
+
+        Identical outputs tie without a call. The candidate's position is drawn from ctx.rng in task
+        order before any call is made, so the judge calls can run concurrently and stay reproducible.
+        """
+        results: list[dict] = [{} for _ in tasks]
+        jobs = []
+        for n, (b, needed) in enumerate(tasks):
+            for kind, cand, parent in needed:
+                if cand.strip() == parent.strip():
+                    results[n][kind] = 0.5
+                else:
+                    cand_first = self.rng.random() < 0.5
+                    jobs.append((n, kind, judge_messages(role, kind, b.dialogue, cand, parent, cand_first),
+                                 cand_first))
+        if jobs:
+            with ThreadPoolExecutor(max_workers=min(len(jobs), getattr(self.ctx, "workers", 8))) as pool:
+                replies = list(pool.map(lambda job: self.ctx.ask(job[2], purpose="judge"), jobs))
+            for (n, kind, _, cand_first), reply in zip(jobs, replies):
+                found = _VERDICT.search(reply) or re.fullmatch(r"\W*([AB])\W*", reply.strip())
+                if not found:
+                    self.ctx.log("judge_unparsed", **self.where, kind=kind, reply=clip(reply, 200))
+                results[n][kind] = 0.5 if not found else float((found.group(1).upper() == "A") == cand_first)
+        return results
+
+
+def judge_messages(role: str, kind: str, dialogue: str, cand: str, parent: str, cand_first: bool) -> list[dict]:
+    """A pairwise judge request; the candidate is Output A iff `cand_first`."""
+    a, b = (cand, parent) if cand_first else (parent, cand)
+    return [
+        {"role": "system", "content": "You are a strict judge comparing two outputs produced for the same "
+                                      "API-Bank dialogue. Judge substance, not length or style."},
+        {"role": "user", "content": f"## Dialogue\n{clip(dialogue, 2500)}\n\nCompare "
+                                    f"{_QUESTIONS[kind].format(role=role)}\n\n## Output A\n{clip(a)}\n\n"
+                                    f"## Output B\n{clip(b)}\n\n"
+                                    "Answer with <verdict>A</verdict> or <verdict>B</verdict>."},
+    ]
 
 
 def top(nodes: list[Node], k: int) -> list[Node]:
