@@ -228,9 +228,11 @@ def optimize(ctx) -> dict[str, str]:
         verbose=False, track_stats=True)
     quiet = logging.getLogger("dspy"), logging.getLogger("optuna")
     levels = [log.level for log in quiet]
-    with dspy.context(adapter=Lenient()), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+    chatter = io.StringIO()
+    with (dspy.context(adapter=Lenient()), warnings.catch_warnings(), contextlib.redirect_stdout(chatter),
+          contextlib.redirect_stderr(chatter)):
         # dspy 3.4 deprecates BaseLM.forward (removed in 3.5; we pin 3.4.1), logs every trial at INFO and
-        # prints bootstrapping progress; our log has all of it.
+        # draws progress bars; our log (whose stream was bound before this) has all of it.
         warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"dspy\.")
         warnings.filterwarnings("ignore", message=r".*BaseLM\.forward")
         for log in quiet:
