@@ -21,9 +21,9 @@ from .summary import is_correct, is_error
 #: What must agree between compared runs, as paths into summary.json's `config` (first present wins).
 GUARDED = {
     "data hash": ("data_hash", "provenance.data_hash", "run.data_hash"),
-    "manifest": ("manifest_hash", "provenance.manifest_hash", "run.manifest", "run.level"),
+    "manifest": ("manifest_hash", "run.manifest", "run.level"),
     "scorer": ("run.toolsearcher_scorer", "toolsearcher_scorer"),
-    "selection": ("run.limit", "run.offset", "run.only", "run.shard"),
+    "selection": ("provenance.manifest_hash", "run.limit", "run.offset", "run.only", "run.shard"),
 }
 _MISSING = object()
 
@@ -78,7 +78,8 @@ def mismatches(runs: list[Run]) -> list[str]:
     for run in runs[1:]:
         values = guarded_values(run.config)
         for aspect in GUARDED:
-            common = [path for path in values[aspect] if path in base[aspect]]
+            # The first path both runs recorded decides (a hash, where there is one, before the raw options).
+            common = [path for path in GUARDED[aspect] if path in values[aspect] and path in base[aspect]][:1]
             theirs = {path: values[aspect][path] for path in common}
             ours = {path: base[aspect][path] for path in common}
             if theirs != ours:

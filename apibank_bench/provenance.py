@@ -1,12 +1,18 @@
-"""What a run's summary records about where its numbers came from."""
+"""What a run's summary records about where its numbers came from: the model and its sampling, the
+data, manifest and prompts (as hashes), the endpoint's own description, the command, times, code."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import subprocess
+import sys
+import urllib.request
+from datetime import datetime, timezone
 from functools import cache
 from importlib import metadata
 
-from .paths import PROJECT_ROOT
+from .paths import LOCK_FILE, PROJECT_ROOT
 
 _PACKAGES = ("apibank-bench", "pytest", "pytest-xdist", "openai", "langgraph", "openai-agents",
              "sentence-transformers", "torch", "llama_cpp_python")
@@ -34,7 +40,53 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def provenance(cfg) -> dict:
-    from .agents.models import describe_model
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
-    return {"model": describe_model(cfg), "git_revision": git_revision(), "packages": package_versions()}
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def endpoint_models(base_url: str | None, timeout: float = 5.0):
+    """The endpoint's answer to GET /models (which model really served the run), or why there is none."""
+    if not base_url:
+        return None
+    try:
+        with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=timeout) as response:
+            return json.loads(response.read().decode("utf-8", "replace"))
+    except (OSError, ValueError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def command_line(secrets: tuple[str, ...] = ()) -> str:
+    text = " ".join(sys.argv)
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def provenance(cfg, selected_ids: list[str] | None = None, started_at: str | None = None,
+               base_url: str | None = None) -> dict:
+    """`summary.json`'s record of a run. `base_url`: where the model answered (asked for /models)."""
+    from .agents.models import describe_model
+    from .agents.prompts import role_prompt
+    from .agents.topologies import TOPOLOGIES, roles
+
+    record = {"model": describe_model(cfg), "git_revision": git_revision(), "packages": package_versions()}
+    prompts = {}
+    if not cfg.is_gold:
+        alias_of = TOPOLOGIES.entry(cfg.topology).extra.get("alias_of") or {}
+        topology = alias_of.get("topology", cfg.topology)
+        prompts = {role: sha256_text(role_prompt(topology, role, cfg.prompts_dir)) for role in roles(cfg)}
+    record["provenance"] = {
+        "command_line": command_line((cfg.api_key,)),
+        "started_at": started_at,
+        "finished_at": now(),
+        "data_hash": hashlib.sha256(LOCK_FILE.read_bytes()).hexdigest(),
+        "manifest_hash": sha256_text(json.dumps(selected_ids)) if selected_ids is not None else None,
+        "prompt_hashes": prompts,
+        "endpoint_models": None if cfg.is_gold else endpoint_models(base_url),
+    }
+    return record

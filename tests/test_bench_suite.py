@@ -55,6 +55,10 @@ def test_gold_run_passes_all_100_in_manifest_order_with_xdist(tmp_path):
     assert summary["accuracy"] == 1.0
     assert {level: row["total"] for level, row in summary["by_level"].items()} == {"1": 33, "2": 33, "3": 34}
     assert summary["config"]["model"]["model"] == "gold"
+    assert [round(bound, 3) for bound in summary["wilson_95"]] == [0.963, 1.0] and summary["flags"] == []
+    record = summary["config"]["provenance"]
+    assert record["data_hash"] and record["manifest_hash"] and record["started_at"] <= record["finished_at"]
+    assert "--apibank-model gold" in record["command_line"]
     # pytest-json-report carries each test's result fields, through xdist too.
     payload = json.loads(report.read_text())
     assert payload["apibank"] == summary  # the run's summary beside the tests' records

@@ -100,6 +100,10 @@ def test_endpoint_errors_are_error_rows_and_resume_reruns_exactly_them(tmp_path)
     assert (summary["errors"], summary["total"], summary["complete"]) == (4, 12, False)
     assert summary["failures_by_stage"]["error"] == 4
     assert summary["accuracy_completed"] == summary["correct"] / 8
+    record = summary["config"]["provenance"]
+    assert record["endpoint_models"]["data"][0]["id"] == "stub-model"  # what the endpoint says it served
+    assert set(record["prompt_hashes"]) == {"solver"}
+    assert summary["config"]["model"]["temperature"] == 0.2
     assert "INCOMPLETE" in first.stdout and f"{len(broken)} error" in first.stdout
 
     with OpenAIStub(default=mixed) as recovered:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ..instances import ERROR
+from ..provenance import now
 from ..results import SUMMARY, RunFiles, records
 from ..scoring import Score
 from ..summary import add_summary_to_json_report, table_lines
@@ -29,6 +30,7 @@ class Writer:
         self.config = config
         self.files: RunFiles | None = None
         self.started = time.time()
+        self.started_at = now()
         self.seen: set[str] = set()
         self.done = self.correct = self.errors = 0
         self.last_progress = time.monotonic()
@@ -112,18 +114,26 @@ class Writer:
                     wall_time += json.loads(previous.read_text(encoding="utf-8")).get("wall_time_s") or 0
                 except ValueError:
                     pass
-            self.summary = self.files.finalize(selected_ids(self.config), config=_run_metadata(cfg),
+            self.summary = self.files.finalize(selected_ids(self.config), config=self.metadata(cfg),
                                                wall_time_s=wall_time)
+
+    def metadata(self, cfg) -> dict:
+        from ..provenance import provenance
+
+        client = self.config.stash.get(MODEL, None)
+        endpoint = self.config.pluginmanager.get_plugin("apibank-endpoint")
+        base_url = (cfg.base_url[0] if cfg.base_url else
+                    (endpoint.server.base_url if endpoint and endpoint.server else None))
+        if client is not None and client.config.base_urls:
+            base_url = client.config.base_urls[0]
+        return {"run": cfg.to_dict(), **provenance(cfg, selected_ids(self.config), self.started_at, base_url)}
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.summary:
             print_table(terminalreporter, run_config(self.config), self.summary)
 
 
-def _run_metadata(cfg) -> dict:
-    from ..provenance import provenance
 
-    return {"run": cfg.to_dict(), **provenance(cfg)}
 
 
 def print_table(terminalreporter, cfg, summary: dict) -> None:
