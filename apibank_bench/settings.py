@@ -71,21 +71,11 @@ def parse_json_object(text: Any) -> dict:
     return value
 
 
-def _non_negative(kind: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def _at_least(minimum: int, kind: Callable[[Any], Any] = int) -> Callable[[Any], Any]:
     def parse(text: Any) -> Any:
         value = kind(text)
-        if value < 0:
-            raise ValueError(f"must be >= 0, got {text!r}")
-        return value
-    parse.__name__ = kind.__name__
-    return parse
-
-
-def _positive(kind: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    def parse(text: Any) -> Any:
-        value = kind(text)
-        if value < 1:
-            raise ValueError(f"must be >= 1, got {text!r}")
+        if value < minimum:
+            raise ValueError(f"must be >= {minimum}, got {text!r}")
         return value
     parse.__name__ = kind.__name__
     return parse
@@ -147,14 +137,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("level", "`all` = the 100-task eval manifest (33/33/34); `1`, `2`, `3` = that level's curated list",
             default="all", choices=("all", "1", "2", "3")),
     Setting("limit", "run at most N instances of the selection (`apibank-bench run`: default 2, 0 = all)",
-            _non_negative(int), default_text="all"),
-    Setting("offset", "skip the first K instances of the manifest", _non_negative(int), 0),
+            _at_least(0), default_text="all"),
+    Setting("offset", "skip the first K instances of the manifest", _at_least(0), 0),
     Setting("only", "only these task IDs (as in the manifest, or without the `level-N::` prefix)", parse_list, []),
     Setting("shard", "`i/n`: every n-th instance starting at the i-th", parse_shard),
     Setting("topology", "the agent topology", default="single",
             choices="apibank_bench.agents.topologies:TOPOLOGIES"),
     Setting("team_size", "agents in a team: 2, 4, 8 or 10", int, 4),
-    Setting("rounds", "debate rounds after the first answers (decentralized)", _non_negative(int), 2),
+    Setting("rounds", "debate rounds after the first answers (decentralized)", _at_least(0), 2),
     Setting("message_format", "what agents pass each other", default="freeform",
             choices=("freeform", "semi_structured", "structured_soft")),
     Setting("agent_kind", "what answers at each node of every topology", default="chat",
@@ -169,12 +159,12 @@ SETTINGS: tuple[Setting, ...] = (
             default_text="`results/apibank/<topology>` (`<topology>_sdk` for sdk agents)"),
     Setting("resume", "skip instances already finished in `results.jsonl` (errored ones run again)", parse_bool,
             False, flag=True),
-    Setting("concurrency", "instances in flight at once in each process", _positive(int),
+    Setting("concurrency", "instances in flight at once in each process", _at_least(1),
             default_text="remote: 32, embedded model and gold: 1"),
     Setting("instance_timeout", "seconds one instance may take before it becomes an error row (0 = no limit)",
-            _non_negative(float), 600.0),
+            _at_least(0, float), 600.0),
     Setting("max_consecutive_errors", "stop the run after this many instances in a row fail at the endpoint "
-            "(0 = never)", _non_negative(int), 10),
+            "(0 = never)", _at_least(0), 10),
     # the model
     Setting("model", "model name; `gold` replays the gold calls (a harness self-check)", group="model",
             default_text="the embedded model"),
@@ -184,13 +174,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("api_key", "the endpoint's API key", env=("OPENAI_API_KEY",), secret=True, group="model"),
     Setting("temperature", "sampling temperature", float, 0.2, group="model"),
     Setting("top_p", "nucleus sampling", float, 0.9, group="model"),
-    Setting("max_tokens", "completion token limit", _positive(int), 1024, group="model"),
+    Setting("max_tokens", "completion token limit", _at_least(1), 1024, group="model"),
     Setting("seed", "sampling seed (each team member samples with its own offset)", int, 0, group="model"),
     Setting("timeout", "seconds per HTTP request", float, 60.0, group="model"),
     Setting("max_retries", "retries of a failed request (timeouts, connection errors, 408, 429, 5xx)",
-            _non_negative(int), 5, group="model"),
+            _at_least(0), 5, group="model"),
     Setting("max_in_flight", "model requests in flight at once, per process (halved on HTTP 429, regained after "
-            "successes)", _positive(int), 128, group="model"),
+            "successes)", _at_least(1), 128, group="model"),
     Setting("extra_body", "JSON object merged into every request", parse_json_object, {}, group="model",
             default_text="-"),
     Setting("server_kind", "how a grammar is sent to the server", default="llama.cpp",

@@ -11,22 +11,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from apibank_bench.optimize import maspo
+from apibank_bench.optimize.context import Rollout
 
 MARKER = "CHECK THE API SCHEMA"
 DECOY = "JUST GUESS"
-
-
-@dataclass
-class FakeRollout:
-    task_id: str
-    correct: bool
-    stage: str
-    error: str | None
-    predicted_call: str | None
-    gold_call: str
-    answer: str | None
-    agents: list[dict]
-    dialogue: str
 
 
 @dataclass
@@ -52,7 +40,7 @@ class FakeContext:
         plan = "plan: " + prompts["planner"]
         call = "call: " + prompts["caller"] + " | after " + plan
         correct = all(MARKER in p for p in prompts.values()) and DECOY not in prompts["planner"]
-        return [FakeRollout(t, correct, "score" if correct else "api_name", None, "X()", "Gold()", call,
+        return [Rollout(t, correct, "score" if correct else "api_name", None, "X()", "Gold()", call,
                             [{"role": "planner", "index": 0, "round": 0, "answer": plan,
                               "messages": [{"role": "user", "content": f"dialogue {t}"}]},
                              {"role": "caller", "index": 1, "round": 1, "answer": call,

@@ -9,23 +9,11 @@ from dataclasses import dataclass, field
 import pytest
 
 from apibank_bench.optimize import mipro  # first: it keeps litellm from fetching its price list
+from apibank_bench.optimize.context import Rollout
 
 import dspy  # noqa: E402  (the optional [mipro] extra)
 
 MARKER = "CHECK THE API SCHEMA"
-
-
-@dataclass
-class FakeRollout:
-    task_id: str
-    correct: bool
-    stage: str
-    error: str | None
-    predicted_call: str | None
-    gold_call: str
-    answer: str | None
-    agents: list[dict]
-    dialogue: str
 
 
 @dataclass
@@ -56,7 +44,7 @@ class FakeContext:
         for t in task_ids:
             plan, call = f"plan for {t}", "Gold()" if correct else "Wrong()"
             failed = t == self.failing_task
-            out.append(FakeRollout(
+            out.append(Rollout(
                 t, correct and not failed, "error" if failed else ("score" if correct else "api_name"),
                 "timeout" if failed else None, call, "Gold()", call,
                 [{"role": "planner", "index": 0, "round": 0, "answer": plan,
