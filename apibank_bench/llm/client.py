@@ -237,7 +237,7 @@ class ChatClient:
         self.stats.add(completion)
         if completion.error is not None:
             raise ModelError(completion.error, completion)
-        if self.cache is not None:
+        if self.cache is not None and completion.text:  # an empty answer (e.g. tool calls only) is asked again
             self.cache.put(key, {
                 "request": body,
                 "text": completion.text,
