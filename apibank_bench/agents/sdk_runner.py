@@ -90,8 +90,9 @@ def build_agents_sdk(cfg: RunConfig, model: ChatClient) -> Callable[[Task], Solu
                             on_invoke_tool=invoke, strict_json_schema=False)
 
     async def run(task: Task, instructions: str, user: str, url: str, recorder: Recorder) -> None:
+        # Retries are the chat client's policy (model.retry, around each attempt in `solve`), not openai's.
         client = AsyncOpenAI(base_url=url, api_key=config.api_key or NO_KEY, timeout=config.timeout,
-                             max_retries=config.max_retries)
+                             max_retries=0)
         try:
             agent = Agent(name="solver", instructions=instructions, tools=[tool(s) for s in visible_schemas(task)],
                           model=OpenAIChatCompletionsModel(model=config.model, openai_client=client),
@@ -106,9 +107,13 @@ def build_agents_sdk(cfg: RunConfig, model: ChatClient) -> Callable[[Task], Solu
         messages = [{"role": "system", "content": instructions}, {"role": "user", "content": task_prompt(task)}]
         turn, recorder, url = AgentTurn(role="solver", messages=messages), Recorder(), model.next_url()
         started = time.monotonic()
-        try:
-            with model.limiter.slot(config.max_in_flight):
+
+        def attempt() -> None:
+            with model.limiter:  # the slot is held while asking, not while waiting to retry
                 asyncio.run(run(task, instructions, messages[1]["content"], url, recorder))
+
+        try:
+            model.retry.call(attempt)
         except Exception as exc:  # noqa: BLE001 - recorded for this instance (a tool call already seen stands)
             turn.error = f"{type(exc).__name__}: {exc}"
         first = recorder.tool_calls[0] if recorder.tool_calls else None

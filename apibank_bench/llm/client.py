@@ -1,26 +1,26 @@
 """One chat-completion client for any OpenAI-compatible endpoint.
 
 The `openai` package does the HTTP (its own retries are off: `max_retries=0`);
-this module adds what a benchmark run needs around it: our retry loop with
-exponential backoff and jitter, a process-wide cap on requests in flight,
-round-robin over several base URLs, per-call token/latency accounting and the
+this module adds what a benchmark run needs around it: the retry policy of
+`retry.py`, a cap on requests in flight (a semaphore, shared by every caller of
+one client, the Agents SDK runner included), round-robin over several base URLs
+(a retry moves to the next one), per-call token/latency accounting and the
 on-disk response cache (a hit makes no HTTP request).
 """
 
 from __future__ import annotations
 
 import itertools
-import random
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import openai
 
 from .cache import ResponseCache, request_key
 from .config import ModelConfig
+from .retry import RetryPolicy, is_retryable
 
 #: Placeholder key for local servers, which accept any key (openai needs one).
 NO_KEY = "sk-no-key"
@@ -51,37 +51,6 @@ class ModelError(Exception):
 
 class MalformedResponse(Exception):
     """The server answered 200 but not with a chat completion (not retried)."""
-
-
-class InFlightLimiter:
-    """Process-wide count of requests in flight.
-
-    A request starts only while fewer than its client's `max_in_flight`
-    requests (of all clients in this process) are running; with one cap this is
-    exactly a semaphore of that size. `peak` is the highest count seen.
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self.active = 0
-        self.peak = 0
-
-    @contextmanager
-    def slot(self, cap: int) -> Iterator[None]:
-        with self._cond:
-            while self.active >= cap:
-                self._cond.wait()
-            self.active += 1
-            self.peak = max(self.peak, self.active)
-        try:
-            yield
-        finally:
-            with self._cond:
-                self.active -= 1
-                self._cond.notify_all()
-
-
-IN_FLIGHT = InFlightLimiter()
 
 
 @dataclass
@@ -127,23 +96,6 @@ def fold_system(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"role": "user", "content": system}, *rest]
 
 
-def is_retryable(exc: BaseException) -> bool:
-    """Timeouts, connection errors, 408, 429 and 5xx are worth another try; other errors are not."""
-    if isinstance(exc, openai.APIConnectionError):  # APITimeoutError is a subclass
-        return True
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in (408, 429) or exc.status_code >= 500
-    return False
-
-
-def _retry_after(exc: BaseException) -> float:
-    response = getattr(exc, "response", None)
-    try:
-        return max(0.0, float(response.headers.get("retry-after", 0)))
-    except (AttributeError, TypeError, ValueError):
-        return 0.0
-
-
 def _describe(exc: BaseException) -> str:
     status = getattr(exc, "status_code", None)
     prefix = f"HTTP {status}: " if status else ""
@@ -153,9 +105,10 @@ def _describe(exc: BaseException) -> str:
 class ChatClient:
     """Thread-safe; share one instance between the worker threads of a run.
 
-    `retry_base_delay` / `retry_max_delay` shape the backoff: attempt n waits
-    min(max, base * 2**(n-1)) seconds scaled by a random factor in [0.5, 1]
-    (at least the server's Retry-After, capped by max).
+    `retry_base_delay` / `retry_max_delay` shape the backoff (see `RetryPolicy`,
+    kept as `.retry` for other callers); `limiter` is the semaphore that caps
+    requests in flight (default: one of `config.max_in_flight` slots for this
+    client; pass one semaphore to several clients to cap them together).
     """
 
     def __init__(
@@ -164,7 +117,7 @@ class ChatClient:
         *,
         retry_base_delay: float = 1.0,
         retry_max_delay: float = 30.0,
-        limiter: InFlightLimiter = IN_FLIGHT,
+        limiter: threading.Semaphore | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ):
         if not config.base_urls:
@@ -172,12 +125,10 @@ class ChatClient:
         if not config.model:
             raise ValueError("ModelConfig.model is empty")
         self.config = config
-        self.retry_base_delay = retry_base_delay
-        self.retry_max_delay = retry_max_delay
-        self.limiter = limiter
+        self.retry = RetryPolicy(config.max_retries, retry_base_delay, retry_max_delay, sleep)
+        self.limiter = limiter if limiter is not None else threading.BoundedSemaphore(config.max_in_flight)
         self.stats = UsageStats()
         self.cache = ResponseCache(config.cache_dir) if config.cache_dir is not None else None
-        self._sleep = sleep
         self._clients = {
             url: openai.OpenAI(
                 base_url=url,
@@ -253,30 +204,24 @@ class ChatClient:
         kwargs = {k: v for k, v in body.items() if k != "extra_body"}
         if body["extra_body"]:
             kwargs["extra_body"] = body["extra_body"]
-        attempts = 0
-        while True:
+        attempts, url = 0, ""
+
+        def attempt() -> Completion:
+            nonlocal attempts, url
             attempts += 1
             url = self.next_url()
-            try:
-                with self.limiter.slot(self.config.max_in_flight):
-                    response = self._clients[url].chat.completions.create(**kwargs)
-                return self._read(response, url, attempts, started)
-            except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
-                if is_retryable(exc) and attempts <= self.config.max_retries:
-                    self._sleep(self._backoff(attempts, exc))
-                    continue
-                error = _describe(exc)
-                if is_retryable(exc):
-                    error = f"gave up after {attempts} attempts: {error}"
-                return Completion(
-                    text="", latency_s=time.monotonic() - started, attempts=attempts,
-                    base_url=url, error=error,
-                )
+            with self.limiter:
+                response = self._clients[url].chat.completions.create(**kwargs)
+            return self._read(response, url, attempts, started)
 
-    def _backoff(self, attempt: int, exc: BaseException) -> float:
-        delay = min(self.retry_max_delay, self.retry_base_delay * 2 ** (attempt - 1))
-        delay *= 0.5 + random.random() / 2
-        return min(self.retry_max_delay, max(delay, _retry_after(exc)))
+        try:
+            return self.retry.call(attempt)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes this request's error
+            error = _describe(exc)
+            if is_retryable(exc):
+                error = f"gave up after {attempts} attempts: {error}"
+            return Completion(text="", latency_s=time.monotonic() - started, attempts=attempts,
+                              base_url=url, error=error)
 
     @staticmethod
     def _read(response: Any, url: str, attempts: int, started: float) -> Completion:
