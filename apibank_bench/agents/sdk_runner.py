@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from ..config import RunConfig
 from ..llm import ChatClient, Completion
-from ..llm.client import NO_KEY
+from ..llm.client import NO_KEY, describe_error
 from ..tasks import Task, render_call
 from .pieces import AgentTurn, canonical_call, solution_from
 from .prompts import role_prompt, task_prompt, visible_schemas
@@ -115,7 +115,7 @@ def build_agents_sdk(cfg: RunConfig, model: ChatClient) -> Callable[[Task], Solu
         try:
             model.retry.call(attempt)
         except Exception as exc:  # noqa: BLE001 - recorded for this instance (a tool call already seen stands)
-            turn.error = f"{type(exc).__name__}: {exc}"
+            turn.error = describe_error(exc, [config.api_key])
         first = recorder.tool_calls[0] if recorder.tool_calls else None
         turn.answer = (predicted_call(first["name"], first["arguments"]) or "") if first else recorder.text
         if first and not turn.answer:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 
 import openai
 
+from ..redact import redact
 from .cache import ResponseCache, request_key
 from .config import ModelConfig
 from .retry import RetryPolicy, is_retryable
@@ -96,10 +97,11 @@ def fold_system(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"role": "user", "content": system}, *rest]
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException, secrets: Sequence[str | None] = ()) -> str:
+    """One line for a failed request, without the key (an endpoint may echo it) or URL credentials."""
     status = getattr(exc, "status_code", None)
     prefix = f"HTTP {status}: " if status else ""
-    return f"{prefix}{type(exc).__name__}: {exc}"
+    return redact(f"{prefix}{type(exc).__name__}: {exc}", secrets)
 
 
 class ChatClient:
@@ -217,7 +219,7 @@ class ChatClient:
         try:
             return self.retry.call(attempt)
         except Exception as exc:  # noqa: BLE001 - every failure becomes this request's error
-            error = _describe(exc)
+            error = describe_error(exc, [self.config.api_key])
             if is_retryable(exc):
                 error = f"gave up after {attempts} attempts: {error}"
             return Completion(text="", latency_s=time.monotonic() - started, attempts=attempts,
