@@ -14,7 +14,7 @@ its score:
   normalization).
 
 Finding and choosing candidates takes time near-linear in the answer's length
-(a 90 KB answer of `[A(` repeated fails in about a tenth of a second; see
+(a 90 KB answer of `[A(` repeated fails in 0.1-0.2 s; see
 benchmarks/bench_parser.py), so a hostile answer cannot stall a run.
 
 Quirk kept from the reference: choosing a candidate only checks its shape, so a
