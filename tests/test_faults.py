@@ -101,3 +101,11 @@ def test_the_next_request_after_a_failure_is_unaffected():
         assert client.complete(MESSAGES).text == "[GetToday()]"
         stats = client.stats.snapshot()
     assert (stats["calls"], stats["errors"], stats["requests"]) == (2, 1, 4)
+
+
+def test_a_lone_surrogate_in_the_conversation_can_still_be_sent():
+    with OpenAIStub() as stub:
+        out = client_for(stub, []).complete([{"role": "user", "content": "an earlier answer: [F(x='\udfff')]"}])
+        [sent] = stub.chat_requests
+    assert out.text == "[GetToday()]"
+    assert sent["messages"][0]["content"] == "an earlier answer: [F(x='\ufffd')]"

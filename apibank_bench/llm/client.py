@@ -11,6 +11,7 @@ on-disk response cache (a hit makes no HTTP request).
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 import time
 from dataclasses import dataclass, field, fields
@@ -97,6 +98,24 @@ def fold_system(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"role": "user", "content": system}, *rest]
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _sendable(value: Any) -> Any:
+    """`value` with lone surrogates (which UTF-8 cannot carry) replaced by U+FFFD.
+
+    A model may answer with one, and a team shows answers to other agents; as
+    is, such a request could not even be encoded.
+    """
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {key: _sendable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_sendable(item) for item in value]
+    return value
+
+
 def describe_error(exc: BaseException, secrets: Sequence[str | None] = ()) -> str:
     """One line for a failed request, without the key (an endpoint may echo it) or URL credentials."""
     status = getattr(exc, "status_code", None)
@@ -155,7 +174,7 @@ class ChatClient:
         cfg = self.config
         return {
             "model": cfg.model,
-            "messages": fold_system(messages) if cfg.fold_system else [dict(m) for m in messages],
+            "messages": _sendable(fold_system(messages) if cfg.fold_system else [dict(m) for m in messages]),
             "temperature": cfg.temperature,
             "top_p": cfg.top_p,
             "max_tokens": cfg.max_tokens,
