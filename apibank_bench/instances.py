@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from .agents import Solution, Solver
+from .redact import redact
 from .results import records
 from .scoring import Score, Scorer
 from .tasks import Task
@@ -60,8 +61,8 @@ def solve_and_score(task: Task, solver: Solver, scorer: Scorer) -> InstanceResul
         errors = _turn_errors(solution)
         endpoint_failure = bool(errors)
     except Exception as exc:  # a solver bug costs this instance only
-        solution = Solution(answer=None, trace={"traceback": traceback.format_exc()})
-        errors = [f"solver crashed: {type(exc).__name__}: {exc}"]
+        solution = Solution(answer=None, trace={"traceback": redact(traceback.format_exc())})
+        errors = [redact(f"solver crashed: {type(exc).__name__}: {exc}")]
     elapsed = time.perf_counter() - started
     if errors:
         score = Score(False, ERROR, f"model error: {errors[-1]}" if endpoint_failure else errors[-1])

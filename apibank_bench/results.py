@@ -7,8 +7,10 @@ duplicates, when the run ends or is resumed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any, Iterable
@@ -22,14 +24,57 @@ SUMMARY = "summary.json"
 TRACES = "traces"
 
 
+MAX_STORED_CHARS = 64 * 1024  #: longer strings are stored cut, with their length and hash
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def to_json(value: Any) -> str:
+    """One line of JSON that can always be written as UTF-8.
+
+    A model may return a lone surrogate (`"\\ud800"` is a legal JSON escape) that
+    UTF-8 cannot encode; such characters are written as `\\uXXXX` escapes, which
+    read back as the same string.
+    """
     # Parsed arguments may hold sets or tuples (any Python literal parses); keep them readable.
-    return json.dumps(value, ensure_ascii=False, default=lambda obj: sorted(obj, key=repr)
+    text = json.dumps(value, ensure_ascii=False, default=lambda obj: sorted(obj, key=repr)
                       if isinstance(obj, (set, frozenset)) else str(obj))
+    # Outside strings JSON is ASCII, so every surrogate here sits inside a string literal.
+    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+def cap_strings(value: Any, limit: int = MAX_STORED_CHARS) -> Any:
+    """`value` with every string longer than `limit` cut to `limit` characters.
+
+    Beside a cut string in a dict, key `<key>_truncated` holds its full `length`
+    and `sha256` (of its UTF-8 bytes); for strings inside a list that note is a
+    dict from the string's index. Scoring has already seen the whole text.
+    """
+    return _cap(value, limit)[0]
+
+
+def _cap(value: Any, limit: int) -> tuple[Any, Any]:
+    """(capped value, note on what was cut or None)."""
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return value, None
+        digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+        return value[:limit], {"length": len(value), "sha256": digest}
+    if isinstance(value, dict):
+        capped = {}
+        for key, item in value.items():
+            capped[key], note = _cap(item, limit)
+            if note is not None:
+                capped[f"{key}_truncated"] = note
+        return capped, None
+    if isinstance(value, (list, tuple)):
+        pairs = [_cap(item, limit) for item in value]
+        notes = {str(index): note for index, (_, note) in enumerate(pairs) if note is not None}
+        return [item for item, _ in pairs], notes or None
+    return value, None
 
 
 def records(task: Task, answer: str | None, score: Score, extra: dict | None = None) -> tuple[dict, dict]:
-    """The predictions.jsonl and results.jsonl lines of one instance."""
+    """The predictions.jsonl and results.jsonl lines of one instance (long strings capped)."""
     prediction = {"id": task.combined_id, "prediction": answer, "predicted_call": score.predicted_call}
     result = {
         "id": task.combined_id,
@@ -41,7 +86,7 @@ def records(task: Task, answer: str | None, score: Score, extra: dict | None = N
         "gold_call": task.gold_call,
         **(extra or {}),
     }
-    return prediction, result
+    return cap_strings(prediction), cap_strings(result)
 
 
 class RunFiles:
@@ -57,6 +102,9 @@ class RunFiles:
             if traces.is_dir():
                 for path in traces.glob("*.json"):
                     path.unlink()
+        else:
+            for name in (RESULTS, PREDICTIONS):  # lines appended next must not join a torn one
+                drop_torn_tail(self.out_dir / name)
         (self.out_dir / TRACES).mkdir(parents=True, exist_ok=True)
 
     def finished_ids(self) -> set[str]:
@@ -66,11 +114,11 @@ class RunFiles:
         with self._lock:
             for name, line in ((PREDICTIONS, prediction), (RESULTS, result)):
                 with open(self.out_dir / name, "a", encoding="utf-8") as handle:
-                    handle.write(to_json(line) + "\n")
+                    handle.write(to_json(cap_strings(line)) + "\n")
                     handle.flush()
                     os.fsync(handle.fileno())
             if trace is not None:
-                write_atomic(self.out_dir / TRACES / trace_name(result["id"]), to_json(trace))
+                write_atomic(self.out_dir / TRACES / trace_name(result["id"]), to_json(cap_strings(trace)))
 
     def finalize(self, order: Iterable[str], config: dict | None = None, wall_time_s: float | None = None) -> dict:
         """Sort both JSONL files into manifest order (last line per ID wins) and write summary.json."""
@@ -97,17 +145,49 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    """Lines of a JSONL file; a torn last line (a killed writer) is ignored."""
+    """Lines of a JSONL file; a torn line (a killed writer) is ignored."""
     if not Path(path).is_file():
         return []
     lines = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            try:
-                lines.append(json.loads(line))
+    with open(path, "rb") as handle:
+        for raw in handle:
+            try:  # a writer killed mid-character leaves bytes that are not UTF-8
+                lines.append(json.loads(raw.decode("utf-8", "replace")))
             except json.JSONDecodeError:
                 continue
     return lines
+
+
+def drop_torn_tail(path: Path) -> None:
+    """Cut a JSONL file after its last complete line that is valid JSON.
+
+    A writer killed mid-line leaves a fragment without its newline; a line
+    appended after it would be glued to it and lost with it.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return
+    data = path.read_bytes()
+    keep = len(data)
+    while keep:
+        start = data.rfind(b"\n", 0, keep - 1) + 1  # start of the last line in data[:keep]
+        line = data[start:keep]
+        if line.endswith(b"\n") and _is_json(line):
+            break
+        keep = start
+    if keep < len(data):
+        with open(path, "r+b") as handle:
+            handle.truncate(keep)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def _is_json(line: bytes) -> bool:
+    try:
+        json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return True
 
 
 def put_in_order(path: Path, order: list[str]) -> None:
@@ -144,7 +224,11 @@ def score_predictions_file(predictions: Path, out_dir: Path, level: str | None =
     for line in read_jsonl(predictions):
         task = get_task(str(line["id"]), level=level, root=scorer.root)
         answer = line.get("prediction")
-        prediction, result = records(task, answer, scorer.score(task, answer))
+        cut = line.get("prediction_truncated")
+        score = (Score(False, "error", f"the stored answer was cut to {MAX_STORED_CHARS} characters (of "
+                                       f"{cut.get('length')}): the whole answer is not in this file")
+                 if isinstance(cut, dict) else scorer.score(task, answer))
+        prediction, result = records(task, answer, score)
         files.append(prediction, result)
         order.append(task.combined_id)
     return files.finalize(order, config={"source": str(predictions), "toolsearcher_scorer": toolsearcher_scorer})

@@ -3,11 +3,18 @@
 Answers are scripted per request (a queue of `Reply`, then `default`); every
 request is recorded (`requests`), and the number of requests being handled at
 the same time is tracked (`max_concurrent`).
+
+It also injects faults: error statuses with any body (`error`, `echo_key`),
+connections closed without a response (`reset`), slow, empty (`content: null`),
+surrogate-bearing and oversized answers, and a server that dies (`dead_after=N`:
+the request after the first N is reset and later ones are refused).
 """
 
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -18,12 +25,14 @@ from typing import Any, Callable
 
 @dataclass
 class Reply:
-    text: str = "[GetToday()]"
+    text: str | None = "[GetToday()]"  # None: `content: null`
     status: int = 200
     delay: float = 0.0  # seconds to sleep before answering
-    raw: bytes | None = None  # body sent as is (for malformed answers)
+    raw: bytes | None = None  # body sent as is (for malformed answers, or an error's own body)
     headers: dict[str, str] = field(default_factory=dict)
     tool_calls: list[dict[str, Any]] | None = None  # OpenAI `tool_calls` ({name, arguments}) instead of text
+    reset: bool = False  # close the connection without any response
+    echo_key: bool = False  # the error body repeats the request's Authorization header, as some servers do
 
 
 def correct(text: str = "[GetToday()]") -> Reply:
@@ -50,13 +59,35 @@ def tool_call(name: str, arguments: dict[str, Any] | str | None = None, *more: t
     ])
 
 
-def error(status: int, headers: dict[str, str] | None = None) -> Reply:
-    return Reply(status=status, headers=headers or {})
+def error(status: int, headers: dict[str, str] | None = None, body: str | bytes | None = None) -> Reply:
+    raw = body.encode() if isinstance(body, str) else body
+    return Reply(status=status, headers=headers or {}, raw=raw)
+
+
+def echo_key(status: int = 401) -> Reply:
+    return Reply(status=status, echo_key=True)
+
+
+def reset() -> Reply:
+    return Reply(reset=True)
+
+
+def empty() -> Reply:
+    """A 200 answer whose message content is null."""
+    return Reply(text=None)
+
+
+def surrogate(text: str = "[GetToday(x='\ud800')] \udfff") -> Reply:
+    return Reply(text=text)  # sent as \ud800-style escapes, legal JSON
+
+
+def oversized(size: int = 10_000_000) -> Reply:
+    return Reply(text="[GetToday()]" + "x" * size)
 
 
 def completion_body(text: str, model: str = "stub-model", prompt_tokens: int = 11, completion_tokens: int = 7,
                     tool_calls: list[dict[str, Any]] | None = None) -> dict:
-    message: dict[str, Any] = {"role": "assistant", "content": text}
+    message: dict[str, Any] = {"role": "assistant", "content": text}  # text None: content null
     if tool_calls:
         message = {"role": "assistant", "content": text or None, "tool_calls": [
             {"id": f"call_{i}", "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
@@ -81,10 +112,12 @@ def completion_body(text: str, model: str = "stub-model", prompt_tokens: int = 1
 
 
 class OpenAIStub:
-    def __init__(self, *replies: Reply, default: Reply | Callable[[dict], Reply] = Reply(), hold: float = 0.0):
+    def __init__(self, *replies: Reply, default: Reply | Callable[[dict], Reply] = Reply(), hold: float = 0.0,
+                 dead_after: int | None = None):
         self.script: deque[Reply] = deque(replies)
         self.default = default
         self.hold = hold  # extra seconds every request takes (for concurrency tests)
+        self.dead_after = dead_after  # chat requests answered before the server dies
         self.requests: list[dict[str, Any]] = []
         self.active = 0
         self.max_concurrent = 0
@@ -113,6 +146,13 @@ class OpenAIStub:
     def chat_requests(self) -> list[dict[str, Any]]:
         return [r["json"] for r in self.requests if r["path"].endswith("/chat/completions")]
 
+    def kill(self) -> None:
+        """Stop listening at once: connections are refused from now on (the URL stays)."""
+        server = self._server
+        if server is not None and not getattr(server, "dead", False):
+            server.dead = True
+            threading.Thread(target=lambda: (server.shutdown(), server.server_close()), daemon=True).start()
+
     # -- lifecycle -------------------------------------------------------
     def start(self) -> "OpenAIStub":
         stub = self
@@ -133,6 +173,15 @@ class OpenAIStub:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
 
+            def _reset(self) -> None:
+                """Close the socket with a TCP reset and no response at all."""
+                try:
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.connection.close()
+                except OSError:
+                    pass
+                self.close_connection = True
+
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
                     body = {"object": "list", "data": [{"id": "stub-model", "object": "model"}]}
@@ -150,10 +199,20 @@ class OpenAIStub:
                     stub.requests.append({"path": self.path, "json": body, "time": time.monotonic()})
                     stub.active += 1
                     stub.max_concurrent = max(stub.max_concurrent, stub.active)
+                    dying = stub.dead_after is not None and len(stub.requests) > stub.dead_after
                 try:
+                    if dying:
+                        stub.kill()
+                        return self._reset()
                     reply = stub._next_reply(body)
                     time.sleep(stub.hold + reply.delay)
-                    if reply.raw is not None:
+                    if reply.reset:
+                        return self._reset()
+                    if reply.echo_key:
+                        payload = json.dumps({"error": {
+                            "message": f"invalid credentials: {self.headers.get('Authorization')}", "type": "stub",
+                        }}).encode()
+                    elif reply.raw is not None:
                         payload = reply.raw
                     elif reply.status >= 400:
                         payload = json.dumps({"error": {

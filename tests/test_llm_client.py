@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import threading
 
+import httpx
+import openai
 import pytest
 
-from apibank_bench.llm import ChatClient, InFlightLimiter, ModelConfig, ModelError
+from apibank_bench.llm import ChatClient, ModelConfig, ModelError, RetryPolicy
+from apibank_bench.llm.limit import AdaptiveLimit
 from openai_stub import OpenAIStub, correct, error, malformed, slow, wrong
 
 MESSAGES = [{"role": "system", "content": "You call APIs."}, {"role": "user", "content": "What day is it?"}]
@@ -116,11 +119,8 @@ def test_connection_refused_is_retried_then_reported():
 
 def test_in_flight_cap_holds_across_threads_and_clients():
     with OpenAIStub(hold=0.15) as server:
-        limiter = InFlightLimiter()  # process-wide in real use; fresh here to isolate the test
-        clients = [
-            ChatClient(ModelConfig(base_urls=[server.url], model="m", max_in_flight=2), limiter=limiter)
-            for _ in range(2)
-        ]
+        limiter = AdaptiveLimit(2)  # one cap shared by both clients
+        clients = [ChatClient(ModelConfig(base_urls=[server.url], model="m"), limiter=limiter) for _ in range(2)]
         errors: list[BaseException] = []
 
         def work(i: int) -> None:
@@ -136,8 +136,45 @@ def test_in_flight_cap_holds_across_threads_and_clients():
             t.join()
         assert not errors
         assert len(server.chat_requests) == 8
-        assert server.max_concurrent == 2  # the cap was reached and never exceeded
-        assert limiter.peak == 2 and limiter.active == 0
+        assert server.max_concurrent == 2 == limiter.peak  # the cap was reached and never exceeded
+        assert limiter.active == 0  # every slot was given back
+
+
+def test_429s_halve_the_cap_and_successes_win_it_back():
+    limit = AdaptiveLimit(8)
+    limit.throttled()
+    limit.throttled()
+    assert limit.size == 2
+    for _ in range(2):
+        limit.succeeded()
+    assert limit.size == 3  # `size` successes in a row add one
+    for _ in range(100):
+        limit.succeeded()
+    assert limit.size == 8  # never above the ceiling
+    for _ in range(10):
+        limit.throttled()
+    assert limit.size == 1  # never below one
+
+
+def test_a_rate_limited_endpoint_lowers_the_cap_of_the_client():
+    with OpenAIStub(*[error(429, {"Retry-After": "0"})] * 3) as server:
+        client = make_client(server.url, max_retries=5, max_in_flight=16)
+        assert client.complete(MESSAGES).text
+    assert client.limiter.size == 2  # 16 halved three times
+
+
+def test_identical_requests_in_flight_at_once_are_sent_once(tmp_path):
+    with OpenAIStub(hold=0.3) as server:
+        client = make_client(server.url, cache_dir=tmp_path)
+        answers: list = []
+        threads = [threading.Thread(target=lambda: answers.append(client.complete(MESSAGES))) for _ in range(5)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert len(server.chat_requests) == 1
+    assert len(answers) == 5 and len({answer.text for answer in answers}) == 1
+    assert sum(not answer.cached for answer in answers) == 1
 
 
 def test_cache_hit_makes_no_request_and_seed_is_part_of_the_key(stub, tmp_path):
@@ -208,3 +245,53 @@ def test_fold_system_moves_the_system_prompt_into_the_first_user_turn(stub):
         {"role": "user", "content": "You call APIs.\n\nWhat day is it?"},
         {"role": "assistant", "content": "x"},
     ]
+
+
+def test_the_default_cap_is_max_in_flight():
+    with OpenAIStub(hold=0.15) as server:
+        client = ChatClient(ModelConfig(base_urls=[server.url], model="m", max_in_flight=3))
+        threads = [threading.Thread(target=client.complete, args=([{"role": "user", "content": str(i)}],))
+                   for i in range(7)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert server.max_concurrent == 3 and len(server.chat_requests) == 7
+
+
+def test_retries_wait_with_backoff_and_honour_retry_after_up_to_the_cap(stub):
+    waits: list[float] = []
+    stub.push(error(503), error(429, {"Retry-After": "7"}), error(429, {"Retry-After": "999"}), correct())
+    config = ModelConfig(base_urls=[stub.url], model="stub-model", max_retries=5)
+    out = ChatClient(config, retry_base_delay=0.5, retry_max_delay=10.0, sleep=waits.append).complete(MESSAGES)
+    assert out.text == "[GetToday()]" and out.attempts == 4
+    assert 0.5 <= waits[0] <= 1.0  # the first backoff: base, plus up to base of jitter
+    assert waits[1:] == [7.0, 10.0]  # Retry-After when longer than the backoff, never above the cap
+
+
+def test_retry_after_as_an_http_date_is_honoured(stub):
+    waits: list[float] = []
+    stub.push(error(503, {"Retry-After": "Wed, 21 Oct 2099 07:28:00 GMT"}), correct())
+    config = ModelConfig(base_urls=[stub.url], model="stub-model", max_retries=1)
+    ChatClient(config, retry_base_delay=0.01, retry_max_delay=5.0, sleep=waits.append).complete(MESSAGES)
+    assert waits == [5.0]
+
+
+def test_the_policy_is_usable_on_its_own():
+    calls: list[int] = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise openai.APIConnectionError(request=httpx.Request("POST", "http://127.0.0.1/v1"))
+        return "done"
+
+    waits: list[float] = []
+    assert RetryPolicy(max_retries=2, base_delay=0.1, sleep=waits.append).call(flaky) == "done"
+    assert 0.1 <= waits[0] <= 0.2 and 0.2 <= waits[1] <= 0.3  # doubling backoff, plus up to the base of jitter
+    calls.clear()
+    with pytest.raises(openai.APIConnectionError):
+        RetryPolicy(max_retries=1, sleep=waits.append).call(flaky)
+    assert len(calls) == 2
+    with pytest.raises(KeyError):  # not a retryable error: raised at once
+        RetryPolicy(sleep=waits.append).call(lambda: {}["x"])

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from apibank_bench import parsing
 from apibank_bench.parsing import ParseError, parse_call
 from apibank_bench.tasks import render_call
 
@@ -107,3 +108,67 @@ def test_bracket_soup_raises_only_parse_error(text):
         parse_call(text)
     except ParseError:
         pass
+
+
+# -- the span scan against a plain rescan from every start ---------------------------
+
+def rescan_spans(text):
+    """The specification of `_spans`: scan afresh from every `[Name(` (quadratic)."""
+    found = []
+    for match in re.finditer(r"\[[A-Za-z_]\w*\(", text):
+        square = paren = 0
+        quote, escaped = None, False
+        for index in range(match.start(), len(text)):
+            char = text[index]
+            if quote is not None:
+                escaped, quote = (False, quote) if escaped else (char == "\\", None if char == quote else quote)
+            elif char in "'\"":
+                quote = char
+            elif char in "[]":
+                square += 1 if char == "[" else -1
+                if char == "]" and square == 0 and paren == 0:
+                    found.append((match.start(), index))
+                    break
+            elif char in "()":
+                paren = paren + 1 if char == "(" else max(0, paren - 1)
+    return found
+
+
+hostile_pieces = st.sampled_from(["[A(", "[B(x=", ")]", "(", ")", "[", "]", "'", '"', "\\", "#", "\n", "x", "=1,", "{", "}"])
+hostile = st.lists(st.tuples(hostile_pieces, st.integers(1, 220)), max_size=6).map(
+    lambda runs: "".join(piece * count for piece, count in runs))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(hostile, st.text(alphabet="[]()'\"\\#=,xA\n", max_size=80)))
+def test_spans_equal_a_rescan_from_every_start(text):
+    assert parsing._spans(text) == rescan_spans(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(hostile)
+def test_hostile_text_raises_only_parse_error(text):
+    try:
+        parse_call(text)
+    except ParseError:
+        pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(hostile, st.integers(0, 400))
+def test_too_deep_is_only_said_of_what_python_rejects(text, start):
+    start = min(start, len(text))
+    if parsing._Depths(text).too_deep(start, len(text)):
+        with pytest.raises(ParseError):
+            parsing._call_node(text[start:].strip())
+
+
+@pytest.mark.parametrize("answer", ["[A(" * 3000, "[A(x" * 3000 + ")]" * 3000, "[A(]" * 3000 + ")" * 3000 + "[]"])
+def test_adversarial_nesting_is_rejected(answer):
+    with pytest.raises(ParseError):
+        parse_call(answer)
+
+
+def test_deep_nesting_below_pythons_limit_still_parses():
+    answer = "[A(x=" + "[" * 150 + "1" + "]" * 150 + ")]"
+    assert parse_call(answer).name == "A"

@@ -280,6 +280,16 @@ def test_sdk_model_error_is_recorded_not_raised(stub, task):
     assert not solution.answer and "500" in solution.error
 
 
+def test_sdk_retries_under_the_chat_clients_policy(stub, task):
+    stub.push(error(503), error(500))
+    waits = []
+    model = ChatClient(ModelConfig(base_urls=[stub.url], model="stub-model", max_retries=2, cache_dir=None,
+                                   constrained=False), sleep=waits.append)
+    solution = build_topology(RunConfig(topology="agents_sdk"), model)(task)
+    assert solution.answer == GOLD and solution.error is None
+    assert len(stub.chat_requests) == 3 and len(waits) == 2  # openai's own retries are off
+
+
 def test_sdk_level2_tools_are_toolsearcher_and_what_it_found(stub, apibank_root):
     stub.push(tool_call("GetUserToken", {"username": "newuser", "password": "newpass"}))
     solution = sdk(stub, get_task("level-2::AddAgenda-level-3-1.jsonl::2"))

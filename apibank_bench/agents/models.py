@@ -7,6 +7,7 @@ import urllib.request
 from typing import Callable
 
 from ..llm import ChatClient, ModelConfig
+from ..redact import redact
 from ..settings import RunConfig
 
 #: The embedded default: Gemma 3 270M served by llama.cpp (a smoke model, not a contender).
@@ -62,7 +63,7 @@ def reachable(base_url: str, timeout: float = 10.0) -> None:
         return  # it answered (401, 404...): the endpoint is there
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise EndpointUnreachable(f"cannot reach the model endpoint {base_url}: {reason}") from None
+        raise EndpointUnreachable(f"cannot reach the model endpoint {redact(base_url)}: {redact(reason)}") from None
 
 
 def describe_model(cfg: RunConfig) -> dict:
@@ -75,7 +76,8 @@ def describe_model(cfg: RunConfig) -> dict:
         return {"error": str(exc)}
     return {
         "model": model.model,
-        "base_urls": ["embedded llama.cpp server"] if needs_local_server(cfg) else model.base_urls,
+        "base_urls": (["embedded llama.cpp server"] if needs_local_server(cfg)
+                      else [redact(url) for url in model.base_urls]),  # no user:password@ in summary.json
         "temperature": model.temperature, "top_p": model.top_p, "max_tokens": model.max_tokens,
         "seed": model.seed, "constrained": model.constrained, "cache": model.cache_dir is not None,
         "extra_body": model.extra_body,

@@ -1,17 +1,19 @@
 """The model layer: settings, the chat client, call grammars and the embedded local model."""
 
-from .client import ChatClient, Completion, InFlightLimiter, ModelError, UsageStats
+from .client import ChatClient, Completion, ModelError, UsageStats
 from .config import ModelConfig
 from .grammar import call_extra_body, call_grammar, grammar_extra_body
+from .retry import RetryPolicy, is_retryable
 
 __all__ = [
     "ChatClient",
     "Completion",
-    "InFlightLimiter",
     "ModelConfig",
     "ModelError",
+    "RetryPolicy",
     "UsageStats",
     "call_extra_body",
     "call_grammar",
     "grammar_extra_body",
+    "is_retryable",
 ]

@@ -6,6 +6,10 @@ the same folder and renamed, so a reader never sees half a file: an interrupted
 run resumes from what is on disk and concurrent processes (xdist workers) can
 share one folder. The base URL is not part of the key: replicas of one model
 are interchangeable.
+
+The cache is best-effort: a folder that cannot be read or written, or an entry
+that is not a complete answer, is a miss (with one warning per process), never
+a failed request; the next answer overwrites a bad entry.
 """
 
 from __future__ import annotations
@@ -14,13 +18,36 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
+import warnings
 from pathlib import Path
 from typing import Any
+
+_warned = threading.Event()
+
+
+def warn_once(message: str) -> None:
+    """One warning per process that the cache is not working (the run goes on without it)."""
+    if not _warned.is_set():
+        _warned.set()
+        warnings.warn(f"response cache: {message}; answers are not cached", RuntimeWarning, stacklevel=3)
 
 
 def request_key(request: dict[str, Any]) -> str:
     canonical = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    # surrogatepass: a lone surrogate (a model may send one) must not make the key fail
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _is_answer(entry: Any, key: str) -> bool:
+    """A usable entry: this key's, with an answer (text or tool calls) and whole-number token counts."""
+    return (
+        isinstance(entry, dict)
+        and entry.get("key") == key
+        and isinstance(entry.get("text"), str)
+        and (entry["text"] != "" or bool(entry.get("tool_calls")))
+        and all(isinstance(entry.get(name, 0), int) for name in ("prompt_tokens", "completion_tokens"))
+    )
 
 
 class ResponseCache:
@@ -31,20 +58,36 @@ class ResponseCache:
         return self.directory / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """The stored entry, or None: missing, unreadable and malformed entries are all misses."""
         try:
             with open(self.path(key), encoding="utf-8") as f:
                 entry = json.load(f)
-        except (OSError, ValueError):
-            return None  # missing or unreadable: a miss, the request is simply made again
-        return entry if isinstance(entry, dict) and entry.get("key") == key else None
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            return None  # torn or not JSON: asked again, then overwritten
+        except OSError as exc:
+            warn_once(f"cannot read {self.directory} ({type(exc).__name__}: {exc})")
+            return None
+        return entry if _is_answer(entry, key) else None
 
-    def put(self, key: str, entry: dict[str, Any]) -> None:
+    def put(self, key: str, entry: dict[str, Any]) -> bool:
+        """Store an entry (replacing any old one); False, with a warning, if the disk refused."""
+        try:
+            self._write(key, entry)
+        except (OSError, ValueError) as exc:
+            warn_once(f"cannot write {self.directory} ({type(exc).__name__}: {exc})")
+            return False
+        return True
+
+    def _write(self, key: str, entry: dict[str, Any]) -> None:
         target = self.path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:12]}.", suffix=".tmp", dir=target.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump({**entry, "key": key}, f, ensure_ascii=False)
+                # ASCII escapes: a lone surrogate in an answer cannot be written as UTF-8.
+                json.dump({**entry, "key": key}, f, ensure_ascii=True)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, target)

@@ -1,26 +1,32 @@
 """One chat-completion client for any OpenAI-compatible endpoint.
 
 The `openai` package does the HTTP (its own retries are off: `max_retries=0`);
-this module adds what a benchmark run needs around it: our retry loop with
-exponential backoff and jitter, a process-wide cap on requests in flight,
-round-robin over several base URLs, per-call token/latency accounting and the
+this module adds what a benchmark run needs around it: the retry policy of
+`retry.py`, a cap on requests in flight (`limit.AdaptiveLimit`, shared by every
+caller of one client, Agents SDK agents included; it backs off on HTTP 429), one
+request for identical requests in flight at once, round-robin over several base URLs
+(a retry moves to the next one), per-call token/latency accounting and the
 on-disk response cache (a hit makes no HTTP request).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-import random
+import re
 import threading
 import time
-from contextlib import contextmanager
+from concurrent.futures import Future
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import openai
 
+from ..redact import redact
 from .cache import ResponseCache, request_key
 from .config import ModelConfig
+from .limit import AdaptiveLimit
+from .retry import RetryPolicy, is_retryable
 
 #: Placeholder key for local servers, which accept any key (openai needs one).
 NO_KEY = "sk-no-key"
@@ -52,37 +58,6 @@ class ModelError(Exception):
 
 class MalformedResponse(Exception):
     """The server answered 200 but not with a chat completion (not retried)."""
-
-
-class InFlightLimiter:
-    """Process-wide count of requests in flight.
-
-    A request starts only while fewer than its client's `max_in_flight`
-    requests (of all clients in this process) are running; with one cap this is
-    exactly a semaphore of that size. `peak` is the highest count seen.
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self.active = 0
-        self.peak = 0
-
-    @contextmanager
-    def slot(self, cap: int) -> Iterator[None]:
-        with self._cond:
-            while self.active >= cap:
-                self._cond.wait()
-            self.active += 1
-            self.peak = max(self.peak, self.active)
-        try:
-            yield
-        finally:
-            with self._cond:
-                self.active -= 1
-                self._cond.notify_all()
-
-
-IN_FLIGHT = InFlightLimiter()
 
 
 @dataclass
@@ -128,35 +103,38 @@ def fold_system(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"role": "user", "content": system}, *rest]
 
 
-def is_retryable(exc: BaseException) -> bool:
-    """Timeouts, connection errors, 408, 429 and 5xx are worth another try; other errors are not."""
-    if isinstance(exc, openai.APIConnectionError):  # APITimeoutError is a subclass
-        return True
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in (408, 429) or exc.status_code >= 500
-    return False
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _retry_after(exc: BaseException) -> float:
-    response = getattr(exc, "response", None)
-    try:
-        return max(0.0, float(response.headers.get("retry-after", 0)))
-    except (AttributeError, TypeError, ValueError):
-        return 0.0
+def _sendable(value: Any) -> Any:
+    """`value` with lone surrogates (which UTF-8 cannot carry) replaced by U+FFFD.
+
+    A model may answer with one, and a team shows answers to other agents; as
+    is, such a request could not even be encoded.
+    """
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {key: _sendable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_sendable(item) for item in value]
+    return value
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException, secrets: Sequence[str | None] = ()) -> str:
+    """One line for a failed request, without the key (an endpoint may echo it) or URL credentials."""
     status = getattr(exc, "status_code", None)
     prefix = f"HTTP {status}: " if status else ""
-    return f"{prefix}{type(exc).__name__}: {exc}"
+    return redact(f"{prefix}{type(exc).__name__}: {exc}", secrets)
 
 
 class ChatClient:
     """Thread-safe; share one instance between the worker threads of a run.
 
-    `retry_base_delay` / `retry_max_delay` shape the backoff: attempt n waits
-    min(max, base * 2**(n-1)) seconds scaled by a random factor in [0.5, 1]
-    (at least the server's Retry-After, capped by max).
+    `retry_base_delay` / `retry_max_delay` shape the backoff (see `RetryPolicy`,
+    kept as `.retry` for other callers); `limiter` is the semaphore that caps
+    requests in flight (default: one of `config.max_in_flight` slots for this
+    client; pass one semaphore to several clients to cap them together).
     """
 
     def __init__(
@@ -165,7 +143,7 @@ class ChatClient:
         *,
         retry_base_delay: float = 1.0,
         retry_max_delay: float = 30.0,
-        limiter: InFlightLimiter = IN_FLIGHT,
+        limiter: AdaptiveLimit | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ):
         if not config.base_urls:
@@ -173,12 +151,12 @@ class ChatClient:
         if not config.model:
             raise ValueError("ModelConfig.model is empty")
         self.config = config
-        self.retry_base_delay = retry_base_delay
-        self.retry_max_delay = retry_max_delay
-        self.limiter = limiter
+        self.retry = RetryPolicy(config.max_retries, retry_base_delay, retry_max_delay, sleep)
+        self.limiter = limiter if limiter is not None else AdaptiveLimit(config.max_in_flight)
+        self._in_flight: dict[str, Future] = {}  # cache key -> the request being made for it
+        self._in_flight_lock = threading.Lock()
         self.stats = UsageStats()
         self.cache = ResponseCache(config.cache_dir) if config.cache_dir is not None else None
-        self._sleep = sleep
         self._clients = {
             url: openai.OpenAI(
                 base_url=url,
@@ -203,7 +181,7 @@ class ChatClient:
         cfg = self.config
         body = {
             "model": cfg.model,
-            "messages": fold_system(messages) if cfg.fold_system else [dict(m) for m in messages],
+            "messages": _sendable(fold_system(messages) if cfg.fold_system else [dict(m) for m in messages]),
             "temperature": cfg.temperature,
             "top_p": cfg.top_p,
             "max_tokens": cfg.max_tokens,
@@ -241,11 +219,11 @@ class ChatClient:
                 self.stats.add(completion)
                 return completion
 
-        completion = self._request(body, started)
+        completion = self._request_once(key, body, started)
         self.stats.add(completion)
         if completion.error is not None:
             raise ModelError(completion.error, completion)
-        if self.cache is not None:
+        if self.cache is not None and (completion.text or completion.tool_calls):  # an empty answer is asked again
             self.cache.put(key, {
                 "request": body,
                 "text": completion.text,
@@ -258,34 +236,57 @@ class ChatClient:
             })
         return completion
 
+    def _request_once(self, key: str, body: dict[str, Any], started: float) -> Completion:
+        """`_request`, except that a request identical to one in flight waits for that one's answer
+        (with the cache on: the answer is the same either way, and it is paid for once)."""
+        if not key:
+            return self._request(body, started)
+        with self._in_flight_lock:
+            pending = self._in_flight.get(key)
+            owner = pending is None
+            if owner:
+                pending = self._in_flight[key] = Future()
+        if not owner:
+            shared = pending.result()
+            return dataclasses.replace(shared, latency_s=time.monotonic() - started, attempts=0, cached=True)
+        try:
+            completion = self._request(body, started)
+            pending.set_result(completion)
+            return completion
+        except BaseException as exc:
+            pending.set_exception(exc)
+            raise
+        finally:
+            with self._in_flight_lock:
+                self._in_flight.pop(key, None)
+
     def _request(self, body: dict[str, Any], started: float) -> Completion:
         kwargs = {k: v for k, v in body.items() if k != "extra_body"}
         if body["extra_body"]:
             kwargs["extra_body"] = body["extra_body"]
-        attempts = 0
-        while True:
+        attempts, url = 0, ""
+
+        def attempt() -> Completion:
+            nonlocal attempts, url
             attempts += 1
             url = self.next_url()
-            try:
-                with self.limiter.slot(self.config.max_in_flight):
+            with self.limiter.slot():
+                try:
                     response = self._clients[url].chat.completions.create(**kwargs)
-                return self._read(response, url, attempts, started)
-            except Exception as exc:  # noqa: BLE001 - classified below, never swallowed silently
-                if is_retryable(exc) and attempts <= self.config.max_retries:
-                    self._sleep(self._backoff(attempts, exc))
-                    continue
-                error = _describe(exc)
-                if is_retryable(exc):
-                    error = f"gave up after {attempts} attempts: {error}"
-                return Completion(
-                    text="", latency_s=time.monotonic() - started, attempts=attempts,
-                    base_url=url, error=error,
-                )
+                except openai.RateLimitError:
+                    self.limiter.throttled()
+                    raise
+            self.limiter.succeeded()
+            return self._read(response, url, attempts, started)
 
-    def _backoff(self, attempt: int, exc: BaseException) -> float:
-        delay = min(self.retry_max_delay, self.retry_base_delay * 2 ** (attempt - 1))
-        delay *= 0.5 + random.random() / 2
-        return min(self.retry_max_delay, max(delay, _retry_after(exc)))
+        try:
+            return self.retry.call(attempt)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes this request's error
+            error = describe_error(exc, [self.config.api_key])
+            if is_retryable(exc):
+                error = f"gave up after {attempts} attempts: {error}"
+            return Completion(text="", latency_s=time.monotonic() - started, attempts=attempts,
+                              base_url=url, error=error)
 
     @staticmethod
     def _read(response: Any, url: str, attempts: int, started: float) -> Completion:

@@ -15,7 +15,7 @@ import pytest
 
 from .. import settings
 from ..manifests import select
-from ..results import read_jsonl, to_json
+from ..results import cap_strings, read_jsonl, to_json
 from ..tasks import split_combined_id
 from .keys import CONFIG, IDS, POOL, RESULT, USER_PROPERTY
 
@@ -154,7 +154,7 @@ def pytest_unconfigure(config):  # also after Ctrl-C: queued instances are cance
 def record(item, payload: dict) -> None:
     """Attach one instance's lines to its test report (JSON text travels through xdist)."""
     item.stash[RESULT] = payload["result"]
-    item.user_properties.append((USER_PROPERTY, to_json(payload)))
+    item.user_properties.append((USER_PROPERTY, to_json(cap_strings(payload))))  # a 10 MB answer travels cut
 
 
 @pytest.hookimpl(optionalhook=True)

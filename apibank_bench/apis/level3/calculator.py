@@ -32,7 +32,7 @@ from ._common import InlineApi
 _ALLOWED = set("0123456789+-*/()")
 _OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
 _TOKEN = re.compile(r"[0-9]+|.")  # a run of digits, or any single character
-_PASSES = (("*", "/"), ("+", "-"))
+_PASSES = (("*", "/"), ("+", "-"))  # one pass per precedence level
 
 
 def _is_valid(formula: str) -> bool:
@@ -50,24 +50,59 @@ def _tokens(formula: str) -> list:
     return [float(tok) if tok.isdigit() else tok for tok in _TOKEN.findall(formula)]
 
 
-def _apply(tokens: list, at: int) -> None:
-    """Replace tokens[at-1:at+2] (left, operator, right) by the operation's value."""
-    # tokens[at - 1] is the *last* token when at == 0, as in upstream.
-    value = _OPERATORS[tokens[at]](tokens[at - 1], tokens[at + 1])
-    if at == 0:
-        # Upstream's slice assignment would leave the operator in front for ever.
-        raise Exception("invalid formula")
-    tokens[at - 1:at + 2] = [value]
+def _fold(tokens: list, ops: tuple[str, str]) -> list:
+    """One pass: apply the leftmost operator in `ops` until none is left, in one sweep.
+
+    Upstream searches the whole list again after every operation (quadratic); as
+    the leftmost operator's result lands where its left operand was, a single
+    left-to-right sweep applies the same operations to the same operands.
+    """
+    done: list = []  # the tokens left of the sweep, already rewritten
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        if token not in ops:
+            done.append(token)
+            index += 1
+        elif not done:
+            # A leading operator: upstream's left operand is the list's *last* token,
+            # and its rewrite then keeps the operator for ever (see the module doc).
+            _OPERATORS[token](tokens[-1], tokens[1])
+            raise Exception("invalid formula")
+        else:
+            done[-1] = _OPERATORS[token](done[-1], tokens[index + 1])
+            index += 2
+    return done
+
+
+def _evaluate(tokens: list):
+    """A formula without parentheses: `*` and `/` first, then `+` and `-`; the first token wins."""
+    for ops in _PASSES:
+        tokens = _fold(tokens, ops)
+    return tokens[0]
 
 
 def _reduce(tokens: list):
-    while "(" in tokens:
-        start, end = tokens.index("("), tokens.index(")")
-        tokens[start:end + 1] = [_reduce(tokens[start + 1:end])]
-    for ops in _PASSES:
-        while any(op in tokens for op in ops):
-            _apply(tokens, min(tokens.index(op) for op in ops if op in tokens))
-    return tokens[0]
+    """Replace each '(' ... ')' group by its value, left to right, then evaluate.
+
+    Upstream pairs the first '(' with the first ')', so a ')' before any '(' is
+    an empty group (IndexError) and a '(' inside a group fails to find its ')'.
+    """
+    flat: list = []
+    group: list | None = None
+    for token in tokens:
+        if token == "(":
+            if group is not None:
+                raise ValueError("')' is not in list")
+            group = []
+        elif token == ")":
+            if group is None:
+                raise IndexError("list index out of range")
+            flat.append(_evaluate(group))
+            group = None
+        else:
+            (flat if group is None else group).append(token)
+    return _evaluate(flat)
 
 
 def calculate(formula: str):
