@@ -147,8 +147,9 @@ def table_lines(summary: dict) -> list[str]:
         lines.append(f"{level:<8}{part['correct']:>8}{part['total']:>5}{part['errors']:>7}{part['accuracy']:>10.1%}"
                      f"  [{low:.3f}, {high:.3f}]  {', '.join(part['flags'])}".rstrip())
     if summary["errors"]:
+        completed = summary["accuracy_completed"]
         lines.append(f"accuracy over the {summary['completed']} completed instances: "
-                     f"{summary['accuracy_completed']:.1%}")
+                     + ("-" if completed is None else f"{completed:.1%}"))
     lines.append("failures by stage: " + ", ".join(f"{k} {v}" for k, v in summary["failures_by_stage"].items()))
     tokens = summary["tokens_per_instance"]
     if tokens["total_per_instance"] is not None:
