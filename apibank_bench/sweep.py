@@ -177,9 +177,10 @@ def command_flags(given: Mapping[str, Any]) -> tuple[list[str], dict[str, str]]:
 
 def run_cell(cell: Cell, workers: str | None = None) -> int:
     """`apibank-bench run` for one cell in a fresh interpreter of this very package; output to the cell's log."""
-    flags, secret_env = command_flags(effective(cell.given))
-    if cell.given.get("limit") is None:
-        flags += ["--limit", str(RUN_DEFAULT_LIMIT)]  # explicit, so the log's command line says it
+    given = dict(cell.given)
+    if given.get("limit") is None:
+        given["limit"] = RUN_DEFAULT_LIMIT  # explicit, so the log's command line says it
+    flags, secret_env = command_flags(given)
     argv = [sys.executable, "-m", "apibank_bench", "run", "--out-dir", str(cell.path.resolve()), *flags]
     if cell.resume:
         argv.append("--resume")
@@ -192,7 +193,12 @@ def run_cell(cell: Cell, workers: str | None = None) -> int:
     with open(cell.path / LOG, "a", encoding="utf-8") as log:
         log.write("$ " + " ".join(argv[1:]) + "\n")
         log.flush()
-        return subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=environ).returncode
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=environ)
+        try:
+            return process.wait()
+        except KeyboardInterrupt:  # Ctrl-C reached the cell too (one process group): let it write its summary
+            process.wait()
+            raise
 
 
 def cell_result(summary: dict | None) -> str:
@@ -209,7 +215,7 @@ def status(cell: Cell) -> str:
 
 
 def run_sweep(given: Mapping[str, Any], out: Path, workers: str | None = None,
-              say: Callable[[str], None] = print) -> tuple[dict[str, list[str]], list[Cell], bool]:
+              say: Callable[[str], None] = lambda line: print(line, flush=True)) -> tuple[dict[str, list[str]], list[Cell], bool]:
     """Check every cell, then run the unfinished ones; (axes, cells, interrupted)."""
     axes, cells = expand(given, out)
     for cell in cells:
@@ -248,7 +254,7 @@ def _part(part: dict) -> dict:
             "accuracy": round(part["accuracy"], 4), "wilson_low": round(low, 4), "wilson_high": round(high, 4)}
 
 
-def cell_rows(axes: Mapping[str, list[str]], cells: list[Cell]) -> list[dict]:
+def cell_rows(cells: list[Cell]) -> list[dict]:
     """The long table: per cell an `overall` row (with the cell's tokens and wall time) and one per level."""
     rows = []
     for cell in cells:
@@ -359,7 +365,7 @@ def write_tables(out: Path, axes: Mapping[str, list[str]], cells: list[Cell]) ->
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = cell_rows(axes, cells)
+    rows = cell_rows(cells)
     write_atomic(out / SWEEP_CSV, to_csv(rows, ["folder", *axes, "level", *LEVEL_COLUMNS, *CELL_COLUMNS]))
     markdown = f"## Sweep: {len(cells)} cells\n\n{cells_markdown(axes, cells, rows)}\n"
     if "seed" in axes:

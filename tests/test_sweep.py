@@ -133,13 +133,22 @@ def test_a_bad_axis_value_is_refused_before_any_request(tmp_path, capsys, args, 
 
 def test_list_settings_are_not_axes_and_a_folder_of_another_run_is_refused(tmp_path, capsys):
     out = tmp_path / "sweep"
-    only = ",".join(EVAL_IDS[:2])
-    assert sweep(out, "--topology", "single,independent", "--only", only, "--model", "gold") == 0
+    args = ("--topology", "single,independent", "--only", ",".join(EVAL_IDS[:3]), "--limit", "0", "--model", "gold")
+    assert sweep(out, *args) == 0
     cells = sorted(path.name for path in out.iterdir() if path.is_dir())
     assert cells == ["topology=independent", "topology=single"]
-    assert [summary_of(out / name)["total"] for name in cells] == [2, 2]
-    capsys.readouterr()
+    assert [summary_of(out / name)["total"] for name in cells] == [3, 3]  # --limit 0: all three
+    assert sweep(out, *args) == 0
+    assert capsys.readouterr().out.count("complete, skipped") == 2
 
-    assert sweep(out, "--topology", "single,independent", "--only", only, "--model", "gold",
-                 "--temperature", "0.7") == 2
+    assert sweep(out, *args, "--temperature", "0.7") == 2
     assert "holds a run with other settings: temperature 0.2 (the sweep wants 0.7)" in capsys.readouterr().err
+
+
+def test_cells_that_an_axis_does_not_change_are_answered_from_the_cache(tmp_path):
+    with OpenAIStub(default=mixed) as stub:
+        code = sweep(tmp_path / "sweep", "--topology", "single", "--team-size", "2,4", "--model", "stub",
+                     "--base-url", stub.url, "--limit", "3", "--cache-dir", str(tmp_path / "cache"))
+        assert code == 0 and len(stub.chat_requests) == 3  # the team size of `single` changes no request
+    runs = [summary_of(tmp_path / "sweep" / name) for name in ("team_size=2", "team_size=4")]
+    assert runs[0]["correct"] == runs[1]["correct"] and runs[1]["total"] == 3
