@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping
 
 from . import settings
 from .paths import require_root
-from .results import RESULTS, SUMMARY
+from .results import RESULTS, SUMMARY, write_atomic
 
 SWEEP_CSV, SWEEP_MD, SEEDS_CSV = "sweep.csv", "sweep.md", "sweep_seeds.csv"
 LOG = "run.log"
@@ -94,7 +94,6 @@ class Cell:
     cfg: Any = None  #: its resolved settings (a RunConfig)
     resume: bool = False
     skip: bool = False
-    exit_code: int | None = None
     summary: dict | None = field(default=None, repr=False)
 
     @property
@@ -214,8 +213,12 @@ def status(cell: Cell) -> str:
     return "complete" if cell.summary.get("complete") else "incomplete"
 
 
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
 def run_sweep(given: Mapping[str, Any], out: Path, workers: str | None = None,
-              say: Callable[[str], None] = lambda line: print(line, flush=True)) -> tuple[dict[str, list[str]], list[Cell], bool]:
+              say: Callable[[str], None] = _say) -> tuple[dict[str, list[str]], list[Cell], bool]:
     """Check every cell, then run the unfinished ones; (axes, cells, interrupted)."""
     axes, cells = expand(given, out)
     for cell in cells:
@@ -230,9 +233,9 @@ def run_sweep(given: Mapping[str, Any], out: Path, workers: str | None = None,
                 say(f"{head} complete, skipped: {cell_result(cell.summary)}")
                 continue
             say(f"{head} {'resumed' if cell.resume else 'started'} -> {cell.path}")
-            cell.exit_code = run_cell(cell, workers)
+            code = run_cell(cell, workers)
             cell.summary = read_summary(cell.path)
-            say(f"{head} finished (exit {cell.exit_code}): {cell_result(cell.summary)}")
+            say(f"{head} finished (exit {code}): {cell_result(cell.summary)}")
     except KeyboardInterrupt:
         return axes, cells, True
     return axes, cells, False
@@ -361,8 +364,6 @@ def seeds_markdown(axes: Mapping[str, list[str]], rows: list[dict]) -> str:
 
 def write_tables(out: Path, axes: Mapping[str, list[str]], cells: list[Cell]) -> str:
     """sweep.csv, sweep.md (and sweep_seeds.csv when seed is an axis); returns the Markdown."""
-    from .results import write_atomic
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rows = cell_rows(cells)

@@ -53,7 +53,8 @@ def test_a_grid_writes_one_results_folder_per_cell_and_tables_that_match_them(tm
     for name in CELLS:
         summary = summary_of(out / name)
         topology, team_size = (part.split("=")[1] for part in name.split(","))
-        assert (summary["config"]["run"]["topology"], summary["config"]["run"]["team_size"]) == (topology, int(team_size))
+        ran = summary["config"]["run"]
+        assert (ran["topology"], ran["team_size"]) == (topology, int(team_size))
         assert summary["complete"] and summary["total"] == 4
         mine = {row["level"]: row for row in rows if row["folder"] == name}
         assert set(mine) == {"overall", *summary["by_level"]}
@@ -72,6 +73,10 @@ def test_a_grid_writes_one_results_folder_per_cell_and_tables_that_match_them(tm
     assert printed.count("started ->") == 4 and printed.count("finished (exit 0)") == 4
     assert "cell 4/4 [topology=independent, team_size=4]" in printed
     assert not (out / SEEDS_CSV).exists()
+
+    assert cli.main(["report", str(out), "--out", str(out / "report")]) == 0  # the report reads the sweep
+    page = (out / "report" / "index.html").read_text()
+    assert f"{SWEEP_CSV}</h3>" in page and all(f"sweep/{name}" in page for name in CELLS)
 
 
 def test_a_seed_axis_adds_the_mean_and_sd_over_seeds(tmp_path, capsys):
