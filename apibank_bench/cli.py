@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .commands import compare, data, manifests, optimize, report, run, score
+from .commands import compare, data, manifests, optimize, report, run, score, sweep
 from .paths import DataMissing
 
 #: The subcommands, in the order `--help` lists them.
-COMMANDS = (run, compare, report, optimize, data, manifests, score)
+COMMANDS = (run, sweep, compare, report, optimize, data, manifests, score)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,379 @@
+"""`apibank-bench sweep`: a grid of runs, one ordinary results folder per cell, and one table over them.
+
+A comma-separated value of a run setting is an axis; the grid is every combination of the axes,
+in the order of the settings table. List settings (`base_url`, `only`: their values are comma
+separated already), switches and JSON objects (`extra_body`) are never axes. Every combination is
+run, also where an axis changes nothing (the team size of `single`): such cells repeat a run,
+and with the response cache on they cost no model calls.
+
+Each cell is `python -m apibank_bench run --out-dir DIR/<axis=value,...>` in a subprocess: the
+very code path of `run`, with a fresh interpreter per cell (pytest keeps plugins, stashes and
+imported modules in the process, so repeated in-process `pytest.main` calls would share state), and
+the cell's exit code and log (`run.log` in the cell) stay its own.
+
+A cell whose summary.json is complete and records the cell's settings is skipped; one that is
+incomplete, or ran a different selection, is resumed. Settings that change how a run is carried out
+but not what it measures (`OPERATIONAL`: endpoints, concurrency, timeouts, cache) may differ.
+A cell folder holding a run with other measured settings is refused before anything runs.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from . import settings
+from .paths import require_root
+from .results import RESULTS, SUMMARY, write_atomic
+
+SWEEP_CSV, SWEEP_MD, SEEDS_CSV = "sweep.csv", "sweep.md", "sweep_seeds.csv"
+LOG = "run.log"
+RUN_DEFAULT_LIMIT = 2  #: `apibank-bench run` runs 2 instances unless told otherwise (0 = all)
+#: Settings that change how a run is carried out, not what it measures.
+OPERATIONAL = frozenset({"root", "out_dir", "resume", "concurrency", "instance_timeout", "max_consecutive_errors",
+                         "base_url", "api_key", "timeout", "max_retries", "max_in_flight", "cache", "cache_dir"})
+#: Settings that choose the instances: a finished cell run on another selection is resumed, not refused.
+SELECTION = frozenset({"level", "limit", "offset", "only", "shard"})
+#: Settings the sweep sets itself.
+NOT_FLAGS = ("out_dir", "resume")
+
+
+class SweepError(ValueError):
+    """A bad grid or a cell folder that belongs to another run (usage: exit 2)."""
+
+
+def can_be_axis(setting: settings.Setting) -> bool:
+    return not (setting.many or setting.flag or setting.parse is settings.parse_json_object)
+
+
+def axes_of(given: Mapping[str, Any]) -> dict[str, list[str]]:
+    """{setting name: its values} for each given value with a comma, in the table's order."""
+    axes = {}
+    for setting in settings.SETTINGS:
+        raw = given.get(setting.name)
+        if raw is None or not can_be_axis(setting) or "," not in str(raw):
+            continue
+        values = [value.strip() for value in str(raw).split(",")]
+        if "" in values:
+            raise SweepError(f"--{setting.name.replace('_', '-')} {raw}: an empty value in the axis")
+        if len(set(values)) < len(values):
+            raise SweepError(f"--{setting.name.replace('_', '-')} {raw}: a value repeats in the axis")
+        axes[setting.name] = values
+    return axes
+
+
+def effective(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The values as `run` passes them on: no --limit means RUN_DEFAULT_LIMIT, --limit 0 means all."""
+    values = dict(given)
+    try:
+        limit = RUN_DEFAULT_LIMIT if values.get("limit") is None else int(values["limit"])
+    except ValueError:
+        return values  # `settings.resolve` names the bad value
+    values["limit"] = limit or None
+    return values
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
+
+
+@dataclass
+class Cell:
+    values: dict[str, str]  #: this cell's value of each axis
+    given: dict[str, Any]  #: every setting's raw value for this cell (None = not given)
+    path: Path
+    cfg: Any = None  #: its resolved settings (a RunConfig)
+    resume: bool = False
+    skip: bool = False
+    summary: dict | None = field(default=None, repr=False)
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{name}={value}" for name, value in self.values.items()) or "(no axes)"
+
+
+def folder_name(values: Mapping[str, str]) -> str:
+    return _UNSAFE.sub("_", ",".join(f"{name}={value}" for name, value in values.items())) or "run"
+
+
+def expand(given: Mapping[str, Any], out: Path) -> tuple[dict[str, list[str]], list[Cell]]:
+    """The axes and the cells of the grid (not yet checked)."""
+    axes = axes_of(given)
+    cells = []
+    for combination in itertools.product(*axes.values()):
+        values = dict(zip(axes, combination))
+        cells.append(Cell(values, {**given, **values}, Path(out) / folder_name(values)))
+    names = [cell.path.name for cell in cells]
+    if len(set(names)) < len(names):
+        raise SweepError("two cells would share a folder name; use axis values that differ in letters or digits")
+    return axes, cells
+
+
+def _json(value: Any) -> Any:
+    return json.loads(json.dumps(value))
+
+
+def read_summary(path: Path) -> dict | None:
+    try:
+        return json.loads((path / SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def plan(cell: Cell) -> None:
+    """Resolve the cell's settings (a bad value is a SweepError) and decide: run, resume or skip."""
+    try:
+        values = effective(cell.given)
+        cell.cfg = settings.resolve(lambda s: values.get(s.name))
+    except ValueError as exc:
+        raise SweepError(f"cell {cell.label}: {str(exc).replace('--apibank-', '--')}") from None
+    summary = read_summary(cell.path)
+    if summary is None:
+        cell.resume = (cell.path / RESULTS).is_file()  # a run killed before its summary: resume it
+        return
+    stored = (summary.get("config") or {}).get("run")
+    if not isinstance(stored, dict):
+        raise SweepError(f"{cell.path} holds results that are not a run (no config.run in {SUMMARY}); "
+                         "move it away or choose another --out")
+    wanted = _json(cell.cfg.to_dict())
+    differ = sorted(name for name in wanted if name not in OPERATIONAL and stored.get(name) != wanted[name])
+    measured = [name for name in differ if name not in SELECTION]
+    if measured:
+        detail = ", ".join(f"{name} {stored.get(name)!r} (the sweep wants {wanted[name]!r})" for name in measured)
+        raise SweepError(f"{cell.path} holds a run with other settings: {detail}; move it away or choose another --out")
+    cell.summary = summary
+    cell.skip = bool(summary.get("complete")) and not differ
+    cell.resume = not cell.skip
+
+
+def command_flags(given: Mapping[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """`run` flags for the given raw values, and the environment for secret ones (kept off the command line)."""
+    argv, environ = [], {}
+    for setting in settings.SETTINGS:
+        value = given.get(setting.name)
+        if value is None or setting.name in NOT_FLAGS:
+            continue
+        flag = "--" + setting.name.replace("_", "-")
+        if setting.secret:
+            environ[setting.env_names[0]] = str(value)
+        elif setting.flag:
+            argv.append(flag if settings.parse_bool(value) else "--no-" + flag[2:])
+        elif setting.many:
+            argv += [flag, *([value] if isinstance(value, str) else value)]
+        else:
+            argv += [flag, str(value)]
+    return argv, environ
+
+
+def run_cell(cell: Cell, workers: str | None = None) -> int:
+    """`apibank-bench run` for one cell in a fresh interpreter of this very package; output to the cell's log."""
+    given = dict(cell.given)
+    if given.get("limit") is None:
+        given["limit"] = RUN_DEFAULT_LIMIT  # explicit, so the log's command line says it
+    flags, secret_env = command_flags(given)
+    argv = [sys.executable, "-m", "apibank_bench", "run", "--out-dir", str(cell.path.resolve()), *flags]
+    if cell.resume:
+        argv.append("--resume")
+    if workers:
+        argv += ["-n", str(workers)]
+    package_parent = str(Path(__file__).resolve().parents[1])
+    environ = {**os.environ, **secret_env,
+               "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
+    cell.path.mkdir(parents=True, exist_ok=True)
+    with open(cell.path / LOG, "a", encoding="utf-8") as log:
+        log.write("$ " + " ".join(argv[1:]) + "\n")
+        log.flush()
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=environ)
+        try:
+            return process.wait()
+        except KeyboardInterrupt:  # Ctrl-C reached the cell too (one process group): let it write its summary
+            process.wait()
+            raise
+
+
+def cell_result(summary: dict | None) -> str:
+    if summary is None:
+        return "no results"
+    text = f"accuracy {summary['accuracy']:.1%} ({summary['correct']}/{summary['total']}), {summary['errors']} errors"
+    return text + ("" if summary.get("complete") else ", INCOMPLETE")
+
+
+def status(cell: Cell) -> str:
+    if cell.summary is None:
+        return "not run"
+    return "complete" if cell.summary.get("complete") else "incomplete"
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def run_sweep(given: Mapping[str, Any], out: Path, workers: str | None = None,
+              say: Callable[[str], None] = _say) -> tuple[dict[str, list[str]], list[Cell], bool]:
+    """Check every cell, then run the unfinished ones; (axes, cells, interrupted)."""
+    axes, cells = expand(given, out)
+    for cell in cells:
+        plan(cell)
+    for root in {cell.cfg.root for cell in cells}:
+        require_root(root)  # a missing data root fails here, not once per cell
+    total = len(cells)
+    try:
+        for index, cell in enumerate(cells, start=1):
+            head = f"sweep: cell {index}/{total} [{cell.label}]"
+            if cell.skip:
+                say(f"{head} complete, skipped: {cell_result(cell.summary)}")
+                continue
+            say(f"{head} {'resumed' if cell.resume else 'started'} -> {cell.path}")
+            code = run_cell(cell, workers)
+            cell.summary = read_summary(cell.path)
+            say(f"{head} finished (exit {code}): {cell_result(cell.summary)}")
+    except KeyboardInterrupt:
+        return axes, cells, True
+    return axes, cells, False
+
+
+# -- the tables ---------------------------------------------------------------------------------
+
+LEVEL_COLUMNS = ["status", "n", "correct", "errors", "accuracy", "wilson_low", "wilson_high"]
+CELL_COLUMNS = ["tokens", "tokens_per_instance", "instances_missing_usage", "wall_time_s"]
+
+
+def levels_of(cells: list[Cell]) -> list[str]:
+    return sorted({level for cell in cells if cell.summary for level in cell.summary.get("by_level", {})})
+
+
+def _part(part: dict) -> dict:
+    low, high = part["wilson_95"]
+    return {"n": part["total"], "correct": part["correct"], "errors": part["errors"],
+            "accuracy": round(part["accuracy"], 4), "wilson_low": round(low, 4), "wilson_high": round(high, 4)}
+
+
+def cell_rows(cells: list[Cell]) -> list[dict]:
+    """The long table: per cell an `overall` row (with the cell's tokens and wall time) and one per level."""
+    rows = []
+    for cell in cells:
+        base = {"folder": cell.path.name, **cell.values}
+        summary = cell.summary
+        if summary is None:
+            rows.append({**base, "level": "overall", "status": status(cell)})
+            continue
+        tokens = summary.get("tokens_per_instance") or {}
+        per_instance = tokens.get("total_per_instance")
+        rows.append({**base, "level": "overall", "status": status(cell), **_part(summary),
+                     "tokens": (summary.get("tokens") or {}).get("prompt_tokens", 0)
+                     + (summary.get("tokens") or {}).get("completion_tokens", 0),
+                     "tokens_per_instance": None if per_instance is None else round(per_instance, 1),
+                     "instances_missing_usage": tokens.get("instances_missing_usage"),
+                     "wall_time_s": summary.get("wall_time_s")})
+        for level, part in summary.get("by_level", {}).items():
+            rows.append({**base, "level": level, "status": status(cell), **_part(part)})
+    return rows
+
+
+def seed_rows(axes: Mapping[str, list[str]], cells: list[Cell]) -> list[dict]:
+    """Mean ± sample sd of accuracy over the seeds, per group of the other axes and per level."""
+    others = [name for name in axes if name != "seed"]
+    groups: dict[tuple, list[Cell]] = {}
+    for cell in cells:
+        groups.setdefault(tuple(cell.values[name] for name in others), []).append(cell)
+    rows = []
+    for key, members in groups.items():
+        ran = [cell.summary for cell in members if cell.summary]
+        for level in ["overall", *levels_of(members)]:
+            parts = [summary if level == "overall" else summary["by_level"][level]
+                     for summary in ran if level == "overall" or level in summary.get("by_level", {})]
+            accuracies = [part["accuracy"] for part in parts]
+            rows.append({**dict(zip(others, key)), "level": level, "seeds": len(accuracies),
+                         "all_complete": len(ran) == len(members) and all(s.get("complete") for s in ran),
+                         "mean_accuracy": round(statistics.fmean(accuracies), 4) if accuracies else None,
+                         "sd_accuracy": round(statistics.stdev(accuracies), 4) if len(accuracies) > 1 else None,
+                         "accuracies": " ".join(f"{a:.4f}" for a in accuracies)})
+    return rows
+
+
+def to_csv(rows: list[dict], columns: list[str]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({key: "" if row.get(key) is None else row.get(key) for key in columns})
+    return buffer.getvalue()
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _accuracy_text(part: dict) -> str:
+    text = f"{part['accuracy']:.1%} [{part['wilson_low']:.3f}, {part['wilson_high']:.3f}] {part['correct']}/{part['n']}"
+    return text + (f", {part['errors']} err" if part["errors"] else "")
+
+
+def cells_markdown(axes: Mapping[str, list[str]], cells: list[Cell], rows: list[dict]) -> str:
+    """One line per cell: overall and per-level accuracy with its interval, tokens and wall time."""
+    levels = levels_of(cells)
+    by_cell: dict[str, dict[str, dict]] = {}
+    for row in rows:
+        by_cell.setdefault(row["folder"], {})[row["level"]] = row
+    header = [*axes, "status", "accuracy [95% Wilson] correct/n", *(f"level {level}" for level in levels),
+              "tokens/instance", "wall time"]
+    lines = []
+    for cell in cells:
+        parts = by_cell[cell.path.name]
+        overall = parts["overall"]
+        if cell.summary is None:
+            lines.append([*cell.values.values(), overall["status"], *["—"] * (len(header) - len(axes) - 1)])
+            continue
+        per_instance = overall.get("tokens_per_instance")
+        wall = overall.get("wall_time_s")
+        lines.append([*cell.values.values(), overall["status"], _accuracy_text(overall),
+                      *(_accuracy_text(parts[level]) if level in parts else "—" for level in levels),
+                      "—" if per_instance is None else f"{per_instance:.0f}",
+                      "—" if wall is None else f"{wall:.1f} s"])
+    return _markdown(header, lines)
+
+
+def seeds_markdown(axes: Mapping[str, list[str]], rows: list[dict]) -> str:
+    others = [name for name in axes if name != "seed"]
+    levels = list(dict.fromkeys(row["level"] for row in rows))
+    groups: dict[tuple, dict[str, dict]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row[name] for name in others), {})[row["level"]] = row
+
+    def text(row: dict | None) -> str:
+        if not row or row["mean_accuracy"] is None:
+            return "—"
+        sd = "—" if row["sd_accuracy"] is None else f"{100 * row['sd_accuracy']:.1f}"
+        return f"{100 * row['mean_accuracy']:.1f} ± {sd} ({row['seeds']} seeds)"
+
+    header = [*others, *(f"{'overall' if level == 'overall' else 'level ' + level} accuracy % (mean ± sd)"
+                         for level in levels)]
+    return _markdown(header, [[*key, *(text(parts.get(level)) for level in levels)] for key, parts in groups.items()])
+
+
+def write_tables(out: Path, axes: Mapping[str, list[str]], cells: list[Cell]) -> str:
+    """sweep.csv, sweep.md (and sweep_seeds.csv when seed is an axis); returns the Markdown."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = cell_rows(cells)
+    write_atomic(out / SWEEP_CSV, to_csv(rows, ["folder", *axes, "level", *LEVEL_COLUMNS, *CELL_COLUMNS]))
+    markdown = f"## Sweep: {len(cells)} cells\n\n{cells_markdown(axes, cells, rows)}\n"
+    if "seed" in axes:
+        seeds = seed_rows(axes, cells)
+        others = [name for name in axes if name != "seed"]
+        write_atomic(out / SEEDS_CSV, to_csv(seeds, [*others, "level", "seeds", "all_complete", "mean_accuracy",
+                                                     "sd_accuracy", "accuracies"]))
+        markdown += f"\n## Accuracy over seeds {', '.join(axes['seed'])}\n\n{seeds_markdown(axes, seeds)}\n"
+    write_atomic(out / SWEEP_MD, markdown)
+    return markdown
