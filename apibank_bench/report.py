@@ -18,8 +18,8 @@ from urllib.parse import quote
 from .compare import Run, compare_runs, format_p, load_run
 from .results import SUMMARY, TRACES, trace_name
 from .summary import STAGES, gold_api_name, is_correct, is_error, read_traces, summarize_rows
+from .sweep import SWEEP_CSV
 
-SWEEP_TABLE = "sweep.csv"
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
@@ -172,7 +172,7 @@ def instances_table(runs: list[Run], trace_dirs: list[str]) -> str:
 def sweep_tables(paths: list) -> str:
     parts = []
     for root in map(Path, paths):
-        table = root / SWEEP_TABLE
+        table = root / SWEEP_CSV
         if table.is_file():
             lines = list(csv.reader(table.read_text(encoding="utf-8").splitlines()))
             if lines:

@@ -195,6 +195,7 @@ SETTINGS: tuple[Setting, ...] = (
 
 BY_NAME = {setting.name: setting for setting in SETTINGS}
 TEAM_SIZES = (2, 4, 8, 10)
+RUN_DEFAULT_LIMIT = 2  #: `apibank-bench run` runs 2 instances unless told otherwise (`--limit 0` = all)
 
 
 class _Base:
@@ -335,19 +336,21 @@ def add_command_flags(parser, skip: Iterable[str] = ()) -> None:
                                 metavar=setting.name.upper())
 
 
-def pytest_argv(values: Mapping[str, Any]) -> list[str]:
-    """`--apibank-*` options standing for the given (unparsed, non-None) setting values."""
+def pytest_argv(values: Mapping[str, Any], prefix: str = "--apibank-") -> list[str]:
+    """Options standing for the given (unparsed, non-None) setting values: `--apibank-NAME` for
+    pytest, or with `prefix="--"` the flags of `apibank-bench run`."""
     argv: list[str] = []
     for setting in SETTINGS:
         value = values.get(setting.name)
         if value is None:
             continue
+        option = prefix + setting.name.replace("_", "-")
         if setting.flag:
-            argv.append(setting.option if parse_bool(value) else "--apibank-no-" + setting.name.replace("_", "-"))
+            argv.append(option if parse_bool(value) else prefix + "no-" + setting.name.replace("_", "-"))
         elif setting.many:
-            argv += [setting.option, *([value] if isinstance(value, str) else value)]
+            argv += [option, *([value] if isinstance(value, str) else value)]
         else:
-            argv += [setting.option, str(value)]
+            argv += [option, str(value)]
     return argv
 
 

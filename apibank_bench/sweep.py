@@ -38,7 +38,6 @@ from .results import RESULTS, SUMMARY, write_atomic
 
 SWEEP_CSV, SWEEP_MD, SEEDS_CSV = "sweep.csv", "sweep.md", "sweep_seeds.csv"
 LOG = "run.log"
-RUN_DEFAULT_LIMIT = 2  #: `apibank-bench run` runs 2 instances unless told otherwise (0 = all)
 #: Settings that change how a run is carried out, not what it measures.
 OPERATIONAL = frozenset({"root", "out_dir", "resume", "concurrency", "instance_timeout", "max_consecutive_errors",
                          "base_url", "api_key", "timeout", "max_retries", "max_in_flight", "cache", "cache_dir"})
@@ -73,10 +72,10 @@ def axes_of(given: Mapping[str, Any]) -> dict[str, list[str]]:
 
 
 def effective(given: Mapping[str, Any]) -> dict[str, Any]:
-    """The values as `run` passes them on: no --limit means RUN_DEFAULT_LIMIT, --limit 0 means all."""
+    """The values as `run` passes them on: no --limit means settings.RUN_DEFAULT_LIMIT, --limit 0 means all."""
     values = dict(given)
     try:
-        limit = RUN_DEFAULT_LIMIT if values.get("limit") is None else int(values["limit"])
+        limit = settings.RUN_DEFAULT_LIMIT if values.get("limit") is None else int(values["limit"])
     except ValueError:
         return values  # `settings.resolve` names the bad value
     values["limit"] = limit or None
@@ -157,28 +156,17 @@ def plan(cell: Cell) -> None:
 
 def command_flags(given: Mapping[str, Any]) -> tuple[list[str], dict[str, str]]:
     """`run` flags for the given raw values, and the environment for secret ones (kept off the command line)."""
-    argv, environ = [], {}
-    for setting in settings.SETTINGS:
-        value = given.get(setting.name)
-        if value is None or setting.name in NOT_FLAGS:
-            continue
-        flag = "--" + setting.name.replace("_", "-")
-        if setting.secret:
-            environ[setting.env_names[0]] = str(value)
-        elif setting.flag:
-            argv.append(flag if settings.parse_bool(value) else "--no-" + flag[2:])
-        elif setting.many:
-            argv += [flag, *([value] if isinstance(value, str) else value)]
-        else:
-            argv += [flag, str(value)]
-    return argv, environ
+    secret = {s.name for s in settings.SETTINGS if s.secret}
+    environ = {settings.BY_NAME[name].env_names[0]: str(given[name]) for name in secret if given.get(name) is not None}
+    flags = {name: value for name, value in given.items() if name not in secret and name not in NOT_FLAGS}
+    return settings.pytest_argv(flags, prefix="--"), environ
 
 
 def run_cell(cell: Cell, workers: str | None = None) -> int:
     """`apibank-bench run` for one cell in a fresh interpreter of this very package; output to the cell's log."""
     given = dict(cell.given)
     if given.get("limit") is None:
-        given["limit"] = RUN_DEFAULT_LIMIT  # explicit, so the log's command line says it
+        given["limit"] = settings.RUN_DEFAULT_LIMIT  # explicit, so the log's command line says it
     flags, secret_env = command_flags(given)
     argv = [sys.executable, "-m", "apibank_bench", "run", "--out-dir", str(cell.path.resolve()), *flags]
     if cell.resume:

@@ -38,8 +38,7 @@ def register(sub) -> None:
 def pytest_args(args) -> list[str]:
     """The `pytest bench_tests ...` command line a `run` invocation stands for."""
     values = {setting.name: getattr(args, setting.name) for setting in settings.SETTINGS}
-    # `run` runs 2 instances unless told otherwise; --limit 0 means all.
-    limit = 2 if values["limit"] is None else int(values["limit"])
+    limit = settings.RUN_DEFAULT_LIMIT if values["limit"] is None else int(values["limit"])
     values["limit"] = limit or None
     argv = [str(BENCH_TESTS), *settings.pytest_argv(values)]
     if args.workers:
