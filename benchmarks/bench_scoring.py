@@ -39,7 +39,6 @@ if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))  # runs from a checkout without installing
 
 from apibank_bench import embedding, specs  # noqa: E402
-from apibank_bench.environment import convert_parameters  # noqa: E402
 from apibank_bench.frozen import thaw  # noqa: E402
 from apibank_bench.manifests import EVAL_MANIFEST, POOL_MANIFEST, read_manifest  # noqa: E402
 from apibank_bench.paths import INIT_DATABASE_DIR, require_root  # noqa: E402
@@ -96,32 +95,12 @@ def read_databases(root: Path) -> dict:
     return databases
 
 
-class UpstreamSample:
-    """One sample's tools, built like upstream's ToolManager builds them (or, with
-    `databases` and `copy_per_tool`, like the reference harness's wrapper)."""
-
-    def __init__(self, classes: dict, root: Path, databases: dict | None = None, copy_per_tool: bool = False):
-        self.classes = classes
-        self.databases = read_databases(root) if databases is None else databases
-        self.copy_per_tool = copy_per_tool
-        self.tools: dict = {}
-        self.token_checker = self.tool("CheckToken") if "CheckToken" in classes else None
-
-    def tool(self, name: str):
-        if name not in self.tools:
-            api_cls = self.classes[name]
-            args = []
-            database_name = getattr(api_cls, "database_name", None)
-            if database_name in self.databases:
-                database = self.databases[database_name]
-                args.append(copy.deepcopy(database) if self.copy_per_tool else database)
-            if name != "CheckToken" and "token" in api_cls.input_parameters and self.token_checker is not None:
-                args.append(self.token_checker)
-            self.tools[name] = api_cls(*args)
-        return self.tools[name]
-
-    def call(self, name: str, params):
-        return self.tool(name).call(**convert_parameters(self.classes[name], params))
+def UpstreamSample(classes: dict, root: Path, databases: dict | None = None, copy_per_tool: bool = False):
+    """One sample's tools as upstream's ToolManager builds them (or, with `databases` and
+    `copy_per_tool`, as the reference harness's wrapper does)."""
+    module = sys.modules["_apibank_upstream_loader"]
+    return module.UpstreamTools(classes, read_databases(root) if databases is None else databases,
+                                copy=copy.deepcopy if copy_per_tool else None)
 
 
 def ours_environment_score(root: Path, task) -> bool:

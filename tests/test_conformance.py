@@ -40,7 +40,7 @@ import pytest
 
 from apibank_bench import specs
 from apibank_bench.apis import api_classes
-from apibank_bench.environment import Environment, convert_parameters, initial_databases
+from apibank_bench.environment import Environment, initial_databases
 from apibank_bench.frozen import thaw
 from apibank_bench.manifests import POOL_MANIFEST, read_manifest
 from apibank_bench.paths import require_root
@@ -75,30 +75,9 @@ KINDS = ("gold", "values", "case", "whitespace", "missing_extra", "types", "date
 
 # -- the two environments ---------------------------------------------------------------
 
-class UpstreamEnvironment:
+def UpstreamEnvironment(classes: dict, root):
     """Upstream's classes, built and called exactly as our `Environment` builds and calls ours."""
-
-    def __init__(self, classes: dict, root) -> None:
-        self.classes = classes
-        self._databases = initial_databases(root)
-        self._tools: dict = {}
-        self.token_checker = self.tool("CheckToken") if "CheckToken" in classes else None
-
-    def tool(self, name: str):
-        if name not in self._tools:
-            api_cls = self.classes[name]
-            args = []
-            database_name = getattr(api_cls, "database_name", None)
-            if database_name in self._databases:
-                args.append(thaw(self._databases[database_name]))
-            if name != "CheckToken" and "token" in api_cls.input_parameters and self.token_checker is not None:
-                args.append(self.token_checker)
-            self._tools[name] = api_cls(*args)
-        return self._tools[name]
-
-    def call(self, name: str, params):
-        processed = convert_parameters(self.classes[name], params)  # first, as our Environment.call does
-        return self.tool(name).call(**processed)
+    return _load_helper().UpstreamTools(classes, initial_databases(root), copy=thaw)
 
 
 @cache

@@ -129,3 +129,33 @@ def load_upstream_apis(checkout: str, api_set: str) -> UpstreamApis:
                 del sys.modules[name]
         sys.modules.update({name: module for name, module in before.items() if _is_upstream(name)})
     return UpstreamApis(classes, frozenset(stubbed), tuple(stubs))
+
+
+class UpstreamTools:
+    """One sample's upstream tools, built as upstream's ToolManager builds them: each API class with its
+    database (shared, or a `copy` per tool as the reference harness's wrapper gives it) and, where it
+    takes a token, the CheckToken tool. Parameters are converted first, as our `Environment.call` does."""
+
+    def __init__(self, classes: dict, databases: dict, copy=None) -> None:
+        self.classes = classes
+        self.databases = databases
+        self.copy = copy or (lambda database: database)
+        self._tools: dict = {}
+        self.token_checker = self.tool("CheckToken") if "CheckToken" in classes else None
+
+    def tool(self, name: str):
+        if name not in self._tools:
+            api_cls = self.classes[name]
+            args = []
+            if getattr(api_cls, "database_name", None) in self.databases:
+                args.append(self.copy(self.databases[api_cls.database_name]))
+            if name != "CheckToken" and "token" in api_cls.input_parameters and self.token_checker is not None:
+                args.append(self.token_checker)
+            self._tools[name] = api_cls(*args)
+        return self._tools[name]
+
+    def call(self, name: str, params):
+        from apibank_bench.environment import convert_parameters
+
+        processed = convert_parameters(self.classes[name], params)
+        return self.tool(name).call(**processed)
