@@ -11,8 +11,6 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, Callable, TypedDict
 
-from langgraph.graph import END, START, StateGraph
-
 from ...tasks import Task
 from ..pieces import AgentTurn, solution_from
 from ..solution import Solution
@@ -34,6 +32,8 @@ Node = Callable[[State], dict[str, Any]]
 
 def graph_of(steps: list[list[tuple[str, Node]]]):
     """A graph running each step's nodes in parallel, step after step."""
+    from langgraph.graph import END, START, StateGraph  # here: listing the topologies needs no LangGraph
+
     graph = StateGraph(State)
     previous = [START]
     for step in steps:
