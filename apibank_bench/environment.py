@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import threading
-from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -27,12 +26,12 @@ from typing import Any, Mapping
 from . import specs
 from .apis import api_classes
 from .frozen import thaw
-
+from .memo import load_once
 
 _DB_LOCK = threading.Lock()
 
 
-@cache
+@load_once
 def _read_databases(init_dir: str) -> Mapping[str, Any]:
     databases = {}
     for path in sorted(Path(init_dir).glob("*.json")):

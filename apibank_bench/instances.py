@@ -22,6 +22,9 @@ from .scoring import Score, Scorer
 from .tasks import Task
 
 ERROR = "error"  #: the stage of an instance that has no answer to score
+#: One scoring at a time per process: it is CPU-bound (no gain from threads under the GIL), and each
+#: scoring holds its own environment's database copies, so 32 at once would multiply the memory.
+_SCORING = threading.Lock()
 
 
 @dataclass
@@ -68,7 +71,8 @@ def solve_and_score(task: Task, solver: Solver, scorer: Scorer) -> InstanceResul
         score = Score(False, ERROR, f"model error: {errors[-1]}" if endpoint_failure else errors[-1])
     else:
         try:
-            score = scorer.score(task, solution.answer)
+            with _SCORING:
+                score = scorer.score(task, solution.answer)
         except Exception as exc:  # a scorer bug is the harness's failure, not the answer's
             score = Score(False, ERROR, f"scorer crashed: {type(exc).__name__}: {exc}")
     return _result(task, solution, score, elapsed, endpoint_failure)

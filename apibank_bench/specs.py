@@ -9,10 +9,11 @@ for byte, so nothing here retypes them.
 from __future__ import annotations
 
 import json
-from functools import cache
 from importlib import resources
 from types import MappingProxyType
 from typing import Any, Mapping
+
+from .memo import load_once
 
 #: The two API sets: upstream's folder names, which are also our keys.
 LEVEL12 = "apis"
@@ -25,7 +26,7 @@ def api_set_for_level(level: str) -> str:
     return LEVEL3 if str(level) == "3" else LEVEL12
 
 
-@cache
+@load_once
 def _load() -> dict[str, dict[str, dict[str, Any]]]:
     text = resources.files("apibank_bench").joinpath("data/api_specs.json").read_text("utf-8")
     raw = json.loads(text)

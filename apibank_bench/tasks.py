@@ -10,11 +10,11 @@ from __future__ import annotations
 import ast
 import json
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any, Mapping
 
 from .frozen import freeze
+from .memo import load_once
 from .paths import LEVEL3_FILE, LEVEL_DIRS, require_root
 
 LEVELS = ("1", "2", "3")
@@ -134,7 +134,7 @@ def _level3_tasks(path: Path) -> list[Task]:
     return tasks
 
 
-@cache
+@load_once
 def _load_level(root: str, level: str) -> tuple[Task, ...]:
     base = Path(root)
     if level == "3":
@@ -162,7 +162,7 @@ def split_combined_id(task_id: str) -> tuple[str, str]:
     return "", task_id
 
 
-@cache
+@load_once
 def _index(root: str) -> dict[tuple[str, str], Task]:
     return {(task.level, task.id): task for level in LEVELS for task in _load_level(root, level)}
 
