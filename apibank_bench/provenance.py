@@ -60,11 +60,9 @@ def endpoint_models(base_url: str | None, timeout: float = 5.0):
 
 
 def command_line(secrets: tuple[str, ...] = ()) -> str:
-    text = " ".join(sys.argv)
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
+    from .redact import redact
+
+    return redact(" ".join(sys.argv), secrets)
 
 
 def provenance(cfg, selected_ids: list[str] | None = None, started_at: str | None = None,

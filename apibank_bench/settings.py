@@ -225,8 +225,12 @@ class _Base:
         return Path(self.cache_dir).expanduser()
 
     def to_dict(self) -> dict[str, Any]:
-        """The settings as `summary.json` records them: secrets left out."""
-        return {s.name: getattr(self, s.name) for s in SETTINGS if not s.secret}
+        """The settings as `summary.json` records them: secrets left out, URL credentials masked."""
+        from .redact import redact
+
+        values = {s.name: getattr(self, s.name) for s in SETTINGS if not s.secret}
+        values["base_url"] = [redact(url) for url in self.base_url]
+        return values
 
 
 RunConfig = make_dataclass(

@@ -39,8 +39,10 @@ def apibank_model(apibank_config, pytestconfig):
     endpoint = pytestconfig.pluginmanager.get_plugin("apibank-endpoint")
     try:
         client = model_client(apibank_config, endpoint.base_url)
-    except (EndpointUnreachable, ValueError) as exc:
+    except EndpointUnreachable as exc:
         pytest.exit(f"apibank: {exc}", returncode=3)
+    except ValueError as exc:  # e.g. an endpoint without a model name: a usage error
+        pytest.exit(f"apibank: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     pytestconfig.stash[MODEL] = client
     return client
 

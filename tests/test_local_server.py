@@ -61,7 +61,8 @@ def test_embedded_model_answers_one_constrained_call(monkeypatch):
     with LocalServer() as server:
         pid = server.pid
         assert server.running and is_healthy(server.base_url)
-        client = ChatClient(server.apply(ModelConfig(max_tokens=96, timeout=120, max_retries=1)))
+        client = ChatClient(ModelConfig(base_urls=[server.base_url], model=server.model, fold_system=True,
+                                         max_tokens=96, timeout=120, max_retries=1))
         out = client.complete(messages, extra_body=call_extra_body(visible))
         name, params = parse_call(out.text.strip())
         assert name in allowed and set(params) <= allowed[name], out.text

@@ -163,6 +163,13 @@ def test_bad_selections_are_one_clear_line(tmp_path, args, message):
     assert "Traceback" not in run.stdout + run.stderr
 
 
+def test_an_endpoint_without_a_model_name_is_a_usage_error(tmp_path):
+    with OpenAIStub() as stub:
+        run = run_command(tmp_path, "--base-url", stub.url, env={"APIBANK_MODEL": ""})
+        assert not stub.chat_requests
+    assert run.returncode == 2 and "--apibank-model" in run.stdout + run.stderr, run.stdout[-2000:]
+
+
 def test_data_that_does_not_match_the_lock_is_refused_naming_the_file(tmp_path, apibank_root):
     root = tmp_path / "root"
     shutil.copytree(apibank_root, root)

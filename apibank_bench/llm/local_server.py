@@ -16,7 +16,6 @@ pytest-xdist the controller starts one server and hands its URL to the workers.
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import json
 import os
 import signal
@@ -31,7 +30,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..settings import value_from_environment
-from .config import ModelConfig
 
 #: The model name the server answers to (`--model_alias`); put it in ModelConfig.model.
 LOCAL_MODEL = "gemma-3-270m-it-q4_k_m"
@@ -170,17 +168,8 @@ class LocalServer:
         self.root = root or cache_root()
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path: Path | None = None
-        self.owned = True
         self._url: str | None = None
         self._port = 0
-
-    @classmethod
-    def attach(cls, base_url: str, model_alias: str = LOCAL_MODEL) -> "LocalServer":
-        """A handle on a server another process started; `stop()` leaves it running."""
-        handle = cls(model_alias=model_alias)
-        handle.owned = False
-        handle._url = base_url.rstrip("/")
-        return handle
 
     @property
     def base_url(self) -> str:
@@ -194,16 +183,7 @@ class LocalServer:
 
     @property
     def running(self) -> bool:
-        if not self.owned:
-            return self._url is not None and is_healthy(self._url)
         return self.process is not None and self.process.poll() is None
-
-    def apply(self, config: ModelConfig) -> ModelConfig:
-        """`config` pointed at this server: its URL and model name, system prompt folded
-        into the user turn (the `gemma` chat format drops system messages), llama.cpp grammars."""
-        return dataclasses.replace(
-            config, base_urls=[self.base_url], model=self.model, fold_system=True, server_kind="llama.cpp"
-        )
 
     def command(self, port: int) -> list[str]:
         assert self.model_path is not None
@@ -218,7 +198,7 @@ class LocalServer:
         ]
 
     def start(self) -> "LocalServer":
-        if self.process is not None or not self.owned:
+        if self.process is not None:
             return self
         _exit_on_sigterm()
         if self.model_path is None:
