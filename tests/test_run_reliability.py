@@ -17,7 +17,7 @@ from apibank_bench.paths import PROJECT_ROOT
 from apibank_bench.results import read_jsonl
 from apibank_bench.tasks import get_task
 
-from openai_stub import OpenAIStub, Reply
+from openai_stub import OpenAIStub, Reply, oversized, surrogate
 from test_bench_suite import EVAL_IDS, bench
 
 TIMING = {"latency_s"}
@@ -190,3 +190,33 @@ def test_a_crashed_xdist_worker_leaves_an_error_row(tmp_path):
     assert results[victim]["stage"] == "error" and "crash" in results[victim]["error"]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert (summary["total"], summary["errors"]) == (8, 1)
+
+
+def test_hostile_answers_lose_nothing_under_xdist(tmp_path):
+    """A lone surrogate and a 2 MB answer: every instance gets its line, nothing crashes, stored text is capped."""
+    def hostile(body: dict) -> Reply:
+        return surrogate() if EVAL_IDS.index(task_of(body).combined_id) % 2 else oversized(2_000_000)
+
+    with OpenAIStub(default=hostile) as stub:
+        run = bench(tmp_path, "--apibank-model", "stub", "--apibank-base-url", stub.url, "--apibank-limit", "6",
+                    "--apibank-no-cache", "--apibank-toolsearcher-scorer", "keyword", "-n", "2")
+    assert "INTERNALERROR" not in run.stdout and run.returncode in (0, 1), run.stdout[-3000:]
+    results = read_jsonl(tmp_path / "results.jsonl")
+    assert [line["id"] for line in results] == EVAL_IDS[:6]
+    assert not any(line["stage"] == "error" for line in results)  # answers, scored, not harness failures
+    traces = [json.loads(path.read_text()) for path in (tmp_path / "traces").glob("*.json")]
+    cut = [trace["agents"][0]["answer_truncated"] for trace in traces if "answer_truncated" in trace["agents"][0]]
+    assert len(cut) == 3 and all(note["length"] > 2_000_000 and len(note["sha256"]) == 64 for note in cut)
+    assert all(path.stat().st_size < 1_000_000 for path in (tmp_path / "traces").glob("*.json"))
+    assert "\\ud800" in (tmp_path / "predictions.jsonl").read_text()  # a lone surrogate, stored as an escape
+
+
+def test_a_resumed_runs_wall_time_covers_both_parts(tmp_path):
+    with OpenAIStub(default=Reply(status=500)) as dead:
+        run_command(tmp_path, "--model", "stub", "--base-url", dead.url, "--limit", "3", "--max-retries", "0",
+                    "--no-cache", "--max-consecutive-errors", "0")
+    first = json.loads((tmp_path / "summary.json").read_text())["wall_time_s"]
+    with OpenAIStub(default=mixed) as alive:
+        assert run_command(tmp_path, "--model", "stub", "--base-url", alive.url, "--limit", "3", "--resume",
+                           "--no-cache").returncode == 0
+    assert json.loads((tmp_path / "summary.json").read_text())["wall_time_s"] > first

@@ -49,6 +49,8 @@ def test_openai_variables_and_secrets():
     cfg = resolve(env={"OPENAI_BASE_URL": "http://o/v1", "OPENAI_API_KEY": "sk-secret"})
     assert cfg.base_url == ["http://o/v1"] and cfg.api_key == "sk-secret"
     assert "api_key" not in cfg.to_dict() and "sk-secret" not in repr(cfg.to_dict())
+    recorded = resolve(options={"base_url": "http://user:hunter2@host:9/v1"}).to_dict()["base_url"]
+    assert recorded == ["http://***@host:9/v1"]
     # APIBANK_BASE_URL comes before the OpenAI client's own variable.
     assert resolve(env={"OPENAI_BASE_URL": "http://o/v1", "APIBANK_BASE_URL": "http://a/v1"}).base_url == ["http://a/v1"]
 
