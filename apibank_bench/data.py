@@ -237,18 +237,3 @@ def fetch_from_web(dest: Path = VENDORED_ROOT, lock: Lock | None = None, base: s
         raise FetchError(f"{failures[0]}{more}; {progress.done} of {len(todo)} files downloaded, "
                          "run `apibank-bench data fetch` again to resume")
     return FetchResult(downloaded=len(todo), kept=len(lock.files) - len(todo), bytes=progress.bytes)
-
-
-def write_lock(root: Path, sources: dict, assign, out: Path = LOCK_FILE) -> None:
-    """Maintainers' tool: pin the data files under `root`. `assign(path) -> (source, source_path)`."""
-    files = []
-    patterns = ["lv1-lv2-samples/level-1-given-desc/*.jsonl", "lv1-lv2-samples/level-2-toolsearcher/*.jsonl",
-                "test_data/level-3.json", "init_database/*.json"]
-    for pattern in patterns:
-        for path in sorted(Path(root).glob(pattern)):
-            rel = path.relative_to(root).as_posix()
-            source, source_path = assign(rel)
-            files.append({"path": rel, "source": source, "source_path": source_path, "sha256": sha256_of(path)})
-    payload = {"comment": "Every API-Bank file the suite reads, pinned. Regenerate only on purpose.",
-               "sources": sources, "files": files}
-    Path(out).write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")

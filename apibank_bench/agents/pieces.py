@@ -129,7 +129,6 @@ def solution_from(turns: list[AgentTurn], chosen: AgentTurn | None, trace: dict[
         trace={**trace, "agents": [turn.to_dict() for turn in turns]},
         prompt_tokens=sum(turn.prompt_tokens for turn in turns),
         completion_tokens=sum(turn.completion_tokens for turn in turns),
-        latency_s=sum(turn.latency_s for turn in turns),
         model_calls=len(turns),
         error=(errors[-1] if errors and not answer else None),
     )

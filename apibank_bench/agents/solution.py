@@ -12,6 +12,5 @@ class Solution:
     trace: dict[str, Any] = field(default_factory=dict)  #: messages, completions, agents, votes...
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    latency_s: float = 0.0
     model_calls: int = 0
     error: str | None = None  #: a model error that stopped this instance (recorded, not raised)

@@ -2,18 +2,8 @@
 
 from __future__ import annotations
 
-from math import comb
-
 from ..results import read_jsonl, summarize
-
-
-def mcnemar_exact(improved: int, regressed: int) -> float:
-    """Two-sided exact McNemar p-value: a binomial(n, 1/2) test on the discordant pairs."""
-    n = improved + regressed
-    if n == 0:
-        return 1.0
-    tail = sum(comb(n, i) for i in range(min(improved, regressed) + 1)) / 2 ** n
-    return min(1.0, 2 * tail)
+from ..stats import mcnemar_exact
 
 
 def _brief(summary: dict) -> dict:
