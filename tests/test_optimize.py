@@ -348,11 +348,11 @@ def test_each_method_runs_on_the_embedded_model(tmp_path, method):
     topology, flags = EMBEDDED_CASES[method]
     env = {key: value for key, value in os.environ.items()
            if key not in {"OPENAI_BASE_URL", "APIBANK_BASE_URL", "APIBANK_BASE_URLS", "APIBANK_MODEL"}}
-    env.update(APIBANK_CACHE="0", APIBANK_MAX_TOKENS="256")
+    env.update(APIBANK_MAX_TOKENS="256")
     out = tmp_path / "embedded"
     done = subprocess.run([sys.executable, "-m", "apibank_bench", "optimize", "--method", method, "--topology",
                            topology, "--out", str(out), "--train", "1", "--validation", "1", *flags,
-                           "--eval-limit", "1", "--workers", "1", "--allow-any-cell"],
+                           "--eval-limit", "1", "--workers", "1", "--allow-any-cell", "--no-cache"],
                           cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     final = json.loads((out / "final.json").read_text())

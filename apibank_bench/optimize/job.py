@@ -81,7 +81,7 @@ def run(args: argparse.Namespace, module: ModuleType, cell: grid.Cell) -> int:
     budget = args.budget if args.budget is not None else methods.default_budget(module)
     cfg = from_environment(root=args.apibank_root, topology=args.topology, team_size=args.team_size,
                            rounds=args.rounds, message_format=args.message_format, model=cell.model,
-                           base_url=list(args.base_url or []), seed=args.seed, cache=not args.no_cache,
+                           base_url=list(args.base_url or []), seed=args.seed, cache=False if args.no_cache else None,
                            constrained=args.constrained)
     if cell.model and needs_local_server(cfg):
         raise JobError(f"--model {args.model} needs an endpoint: pass --base-url (or set OPENAI_BASE_URL)")
