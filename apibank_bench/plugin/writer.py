@@ -75,6 +75,8 @@ class Writer:
             cfg = run_config(self.config)
             self.files = RunFiles(Path(cfg.results_dir), resume=cfg.resume)
         self.files.append(payload["prediction"], result, payload.get("trace"))
+        if not self.done:  # the first line comes PROGRESS_EVERY_S after the first instance, not after start-up
+            self.last_progress = time.monotonic()
         self.done += 1
         self.correct += bool(result["correct"])
         self.errors += result["stage"] == ERROR
