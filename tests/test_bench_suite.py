@@ -138,8 +138,10 @@ def test_a_wrong_model_fails_every_instance_at_its_stage(tmp_path, wrong_model):
 
 def _interrupted_run(out_dir: Path, stub: OpenAIStub, cache_dir: Path, minimum: int, limit: int = 100) -> int:
     """Start a 2-worker run on the first `limit` eval instances; interrupt it once `minimum` have finished."""
+    # One instance in flight per worker, so that the run is still going when it is interrupted.
     run = bench(out_dir, "--apibank-model", "stub", "--apibank-base-url", stub.url, "-n", "2",
-                "--apibank-limit", str(limit), env={"APIBANK_CACHE_DIR": str(cache_dir)}, wait=False)
+                "--apibank-concurrency", "1", "--apibank-limit", str(limit), env={"APIBANK_CACHE_DIR": str(cache_dir)},
+                wait=False)
     deadline = time.time() + 300
     while len(read_jsonl(out_dir / "results.jsonl")) < minimum and time.time() < deadline:
         if run.poll() is not None:
