@@ -14,7 +14,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from .results import RESULTS, SUMMARY, read_jsonl
+from .results import RESULTS, read_jsonl, read_summary
 from .stats import discordant, mcnemar_exact, paired_bootstrap
 from .summary import is_correct, is_error
 
@@ -48,8 +48,7 @@ def load_run(path: Path, name: str | None = None) -> Run:
     path = Path(path)
     if not (path / RESULTS).is_file():
         raise FileNotFoundError(f"{path} is not a results folder (no {RESULTS})")
-    summary_path = path / SUMMARY
-    summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
+    summary = read_summary(path) or {}
     return Run(name or path.name, path, read_jsonl(path / RESULTS), summary)
 
 

@@ -107,9 +107,6 @@ class RunFiles:
                 drop_torn_tail(self.out_dir / name)
         (self.out_dir / TRACES).mkdir(parents=True, exist_ok=True)
 
-    def finished_ids(self) -> set[str]:
-        return {line["id"] for line in read_jsonl(self.out_dir / RESULTS)}
-
     def append(self, prediction: dict, result: dict, trace: dict | None = None) -> None:
         with self._lock:
             for name, line in ((PREDICTIONS, prediction), (RESULTS, result)):
@@ -142,6 +139,17 @@ def write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+
+def finished_ids(out_dir: Path) -> set[str]:
+    """Instances with a scored answer; an errored one is not finished (a resumed run tries it again)."""
+    return {line["id"] for line in read_jsonl(Path(out_dir) / RESULTS) if line.get("stage") != "error"}
+
+
+def read_summary(out_dir: Path) -> dict | None:
+    """A results folder's summary.json, None where there is none (ValueError if it is not JSON)."""
+    path = Path(out_dir) / SUMMARY
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def read_jsonl(path: Path) -> list[dict]:

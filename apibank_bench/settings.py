@@ -198,6 +198,13 @@ TEAM_SIZES = (2, 4, 8, 10)
 RUN_DEFAULT_LIMIT = 2  #: `apibank-bench run` runs 2 instances unless told otherwise (`--limit 0` = all)
 
 
+def run_limit(raw: Any) -> int | None:
+    """The limit of `apibank-bench run` (and of each sweep cell) for a raw `--limit`: unset means
+    RUN_DEFAULT_LIMIT instances, 0 means all (None)."""
+    limit = RUN_DEFAULT_LIMIT if raw is None else BY_NAME["limit"].parse(raw)
+    return limit or None
+
+
 class _Base:
     """Derived values of a run's settings (the fields come from `SETTINGS`)."""
 

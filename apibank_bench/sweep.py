@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping
 
 from . import settings
 from .paths import require_root
-from .results import RESULTS, SUMMARY, write_atomic
+from .results import RESULTS, SUMMARY, read_summary, write_atomic
 
 SWEEP_CSV, SWEEP_MD, SEEDS_CSV = "sweep.csv", "sweep.md", "sweep_seeds.csv"
 LOG = "run.log"
@@ -75,10 +75,9 @@ def effective(given: Mapping[str, Any]) -> dict[str, Any]:
     """The values as `run` passes them on: no --limit means settings.RUN_DEFAULT_LIMIT, --limit 0 means all."""
     values = dict(given)
     try:
-        limit = settings.RUN_DEFAULT_LIMIT if values.get("limit") is None else int(values["limit"])
+        values["limit"] = settings.run_limit(values.get("limit"))
     except ValueError:
-        return values  # `settings.resolve` names the bad value
-    values["limit"] = limit or None
+        pass  # `settings.resolve` names the bad value
     return values
 
 
@@ -121,9 +120,10 @@ def _json(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-def read_summary(path: Path) -> dict | None:
+def cell_summary(path: Path) -> dict | None:
+    """A cell's summary; an unreadable one counts as none (the cell is resumed)."""
     try:
-        return json.loads((path / SUMMARY).read_text(encoding="utf-8"))
+        return read_summary(path)
     except (OSError, ValueError):
         return None
 
@@ -135,7 +135,7 @@ def plan(cell: Cell) -> None:
         cell.cfg = settings.resolve(lambda s: values.get(s.name))
     except ValueError as exc:
         raise SweepError(f"cell {cell.label}: {str(exc).replace('--apibank-', '--')}") from None
-    summary = read_summary(cell.path)
+    summary = cell_summary(cell.path)
     if summary is None:
         cell.resume = (cell.path / RESULTS).is_file()  # a run killed before its summary: resume it
         return
@@ -222,7 +222,7 @@ def run_sweep(given: Mapping[str, Any], out: Path, workers: str | None = None,
                 continue
             say(f"{head} {'resumed' if cell.resume else 'started'} -> {cell.path}")
             code = run_cell(cell, workers)
-            cell.summary = read_summary(cell.path)
+            cell.summary = cell_summary(cell.path)
             say(f"{head} finished (exit {code}): {cell_result(cell.summary)}")
     except KeyboardInterrupt:
         return axes, cells, True

@@ -35,11 +35,15 @@ def register(sub) -> None:
     merge.set_defaults(func=run_merge)
 
 
+def given(args) -> dict:
+    """The settings a `run` invocation was given (None: not given)."""
+    return {setting.name: getattr(args, setting.name) for setting in settings.SETTINGS}
+
+
 def pytest_args(args) -> list[str]:
     """The `pytest bench_tests ...` command line a `run` invocation stands for."""
-    values = {setting.name: getattr(args, setting.name) for setting in settings.SETTINGS}
-    limit = settings.RUN_DEFAULT_LIMIT if values["limit"] is None else int(values["limit"])
-    values["limit"] = limit or None
+    values = given(args)
+    values["limit"] = settings.run_limit(values["limit"])
     argv = [str(BENCH_TESTS), *settings.pytest_argv(values)]
     if args.workers:
         argv += ["-n", str(args.workers)]
@@ -62,20 +66,19 @@ class _Outcome:
 
 
 def run_benchmark(args) -> int:
+    values = given(args)
+    cfg = settings.resolve(lambda s: values[s.name])  # a bad value is one clear line (exit 2) before anything runs
     if args.summary:
         from ..manifests import gold_replay_report
 
-        limit = None if args.limit in (None, "0", 0) else int(args.limit)
-        offset = int(args.offset or 0)
-        print(json.dumps(gold_replay_report(args.level or "all", limit, offset, args.only, args.root), indent=1))
+        report = gold_replay_report(cfg.level, settings.run_limit(values["limit"]), cfg.offset, cfg.only or None,
+                                    cfg.root)
+        print(json.dumps(report, indent=1))
         return 0
     import pytest
 
-    argv = pytest_args(args)
-    given = {setting.name: getattr(args, setting.name) for setting in settings.SETTINGS}
-    settings.resolve(lambda s: given[s.name])  # a bad value is one clear line (exit 2) before pytest starts
     outcome = _Outcome()
-    code = pytest.main(argv, plugins=[outcome])
+    code = pytest.main(pytest_args(args), plugins=[outcome])
     if code == pytest.ExitCode.INTERRUPTED:
         return INCOMPLETE if outcome.stopped else 130
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED):
@@ -88,15 +91,14 @@ def run_benchmark(args) -> int:
 
 def run_merge(args) -> int:
     from ..manifests import manifest_ids
-    from ..results import PREDICTIONS, RESULTS, TRACES, RunFiles
+    from ..results import PREDICTIONS, RESULTS, TRACES, RunFiles, read_summary
 
     out = Path(args.out)
     files = RunFiles(out)
     level = None
     for directory in map(Path, args.dirs):
-        summary_path = directory / "summary.json"
-        if level is None and summary_path.is_file():
-            level = json.loads(summary_path.read_text()).get("config", {}).get("run", {}).get("level")
+        if level is None:
+            level = ((read_summary(directory) or {}).get("config") or {}).get("run", {}).get("level")
         for name in (PREDICTIONS, RESULTS):
             source = directory / name
             if source.is_file():

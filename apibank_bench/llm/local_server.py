@@ -27,7 +27,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..settings import value_from_environment
 
@@ -318,3 +318,28 @@ def cache_root() -> Path:
 def start_local_server(root: Path | None = None, **kwargs: Any) -> LocalServer:
     """Start the embedded model (the caller stops it with `stop()`; atexit also does)."""
     return LocalServer(root=root, **kwargs).start()
+
+
+class OnDemandServer:
+    """The embedded model for one run: started the first time its URL is asked for (`url()`), after
+    `announce()`, and stopped by `stop()`."""
+
+    def __init__(self, root: Path | None = None, announce: Callable[[], None] = lambda: None) -> None:
+        self.root = root
+        self.announce = announce
+        self.server: LocalServer | None = None
+
+    def url(self) -> str:
+        if self.server is None:
+            self.announce()
+            self.server = start_local_server(root=self.root)
+        return self.server.base_url
+
+    @property
+    def started_url(self) -> str | None:
+        return self.server.base_url if self.server is not None else None
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None

@@ -22,12 +22,13 @@ from types import ModuleType
 
 from ..agents import build_solver
 from ..agents.models import describe_model, model_client, needs_local_server
-from ..settings import RunConfig, from_environment
+from ..llm.local_server import OnDemandServer
 from ..manifests import manifest_ids, splits
 from ..paths import require_root
 from ..provenance import provenance
-from ..results import RunFiles
+from ..results import RunFiles, finished_ids
 from ..scoring import Scorer
+from ..settings import RunConfig, from_environment
 from ..tasks import get_task
 from . import grid, methods
 from .context import Context, _run_tasks, usage, write_prompts
@@ -42,28 +43,6 @@ _RUN_IDENTITY = ("topology", "team_size", "rounds", "message_format", "model", "
 
 class JobError(Exception):
     """A job that cannot start (reported as one line)."""
-
-
-class _LocalModel:
-    """The embedded server, started on first use and stopped when the job ends."""
-
-    def __init__(self) -> None:
-        self.url: str | None = None
-        self.handle = None
-
-    def __call__(self) -> str:
-        if self.url is None:
-            from ..llm.local_server import start_local_server
-
-            print("optimize: starting the embedded local model (Gemma 3 270M, a smoke model)", file=sys.stderr)
-            self.handle = start_local_server()
-            self.url = self.handle.base_url
-        return self.url
-
-    def stop(self) -> None:
-        if self.handle is not None:
-            self.handle.stop()
-            self.handle = self.url = None
 
 
 def _versions() -> dict:
@@ -107,9 +86,10 @@ def run(args: argparse.Namespace, module: ModuleType, cell: grid.Cell) -> int:
         changed = _changed(json.loads((out / "config.json").read_text(encoding="utf-8")), config)
         if changed:
             raise JobError(f"--resume with another job than the one in {out}: {', '.join(changed)} differ")
-    local = _LocalModel()
+    local = OnDemandServer(cfg.cache_root, announce=lambda: print(
+        "optimize: starting the embedded local model (Gemma 3 270M, a smoke model)", file=sys.stderr))
     try:
-        return _run(args, module, hyper, budget, cfg, config, split, eval_ids, out, local)
+        return _run(args, module, hyper, budget, cfg, config, split, eval_ids, out, local.url)
     finally:
         local.stop()
 
@@ -214,7 +194,7 @@ def _final_run(name: str, prompts_dir: Path, ids: list[str], cfg: RunConfig, cli
     run_cfg = dataclasses.replace(cfg, prompts_dir=str(prompts_dir), level="all", limit=len(ids),
                                   out_dir=str(folder), resume=resume)
     files = RunFiles(folder, resume=resume)
-    done = files.finished_ids()
+    done = finished_ids(folder)
     tasks = [get_task(task_id, root=scorer.root) for task_id in ids if task_id not in done]
     started, count = time.time(), len(done)
 

@@ -15,7 +15,7 @@ import pytest
 
 from .. import settings
 from ..manifests import select
-from ..results import cap_strings, read_jsonl, to_json
+from ..results import cap_strings, finished_ids, to_json
 from ..tasks import split_combined_id
 from .keys import CONFIG, IDS, POOL, RESULT, USER_PROPERTY
 
@@ -111,8 +111,7 @@ def ids_to_run(config) -> list[str]:
     if not ids:
         raise pytest.UsageError("apibank: the selection is empty (check --apibank-level/-limit/-offset/-only/-shard)")
     if cfg.resume:
-        done = {line["id"] for line in read_jsonl(Path(cfg.results_dir) / "results.jsonl")
-                if line.get("stage") != "error"}
+        done = finished_ids(Path(cfg.results_dir))
         ids = [task_id for task_id in ids if task_id not in done]
     return ids
 

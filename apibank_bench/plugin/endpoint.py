@@ -7,12 +7,13 @@ from __future__ import annotations
 import pytest
 
 from ..agents.models import needs_local_server
+from ..llm.local_server import OnDemandServer
 
 
 class EndpointPlugin:
     def __init__(self, config) -> None:
         self.config = config
-        self.server = None
+        self.local: OnDemandServer | None = None
 
     def base_url(self) -> str:
         """The embedded server's URL: from the controller on a worker, else started here."""
@@ -20,14 +21,11 @@ class EndpointPlugin:
 
         if is_worker(self.config) and self.config.workerinput.get("apibank_base_url"):
             return self.config.workerinput["apibank_base_url"]
-        if self.server is None:
-            from ..llm.local_server import start_local_server
-
+        if self.local is None:
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-            if reporter:
-                reporter.write_line("apibank: starting the embedded local model (Gemma 3 270M, a smoke model)")
-            self.server = start_local_server(root=run_config(self.config).cache_root)
-        return self.server.base_url
+            self.local = OnDemandServer(run_config(self.config).cache_root, lambda: reporter and reporter.write_line(
+                "apibank: starting the embedded local model (Gemma 3 270M, a smoke model)"))
+        return self.local.url()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node):  # xdist controller, once per worker
@@ -51,9 +49,8 @@ class EndpointPlugin:
         return None
 
     def pytest_unconfigure(self, config) -> None:
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
+        if self.local is not None:
+            self.local.stop()
 
 
 def share_scheduler(config, log):

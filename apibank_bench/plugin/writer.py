@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ..instances import ERROR
+from ..instances import ERROR, error_result
 from ..provenance import now
-from ..results import SUMMARY, RunFiles, records
-from ..scoring import Score
+from ..results import RunFiles, read_summary
 from ..summary import add_summary_to_json_report, table_lines
 from ..tasks import get_task
 from . import ids_to_run, run_config, selected_ids
@@ -63,8 +62,7 @@ class Writer:
         except (KeyError, ValueError, OSError):
             return
         message = f"harness crash: the test process died ({str(report.longrepr).strip().splitlines()[0][:200]})"
-        prediction, result = records(task, None, Score(False, ERROR, message))
-        self.add({"prediction": prediction, "result": result, "trace": {"id": task_id, "result": result}})
+        self.add(error_result(task, message).payload)
 
     def add(self, payload: dict) -> None:
         result = payload["result"]
@@ -110,24 +108,20 @@ class Writer:
         if self.files is not None and self.summary is None:
             cfg = run_config(self.config)
             wall_time = time.time() - self.started
-            previous = self.files.out_dir / SUMMARY
-            if cfg.resume and previous.is_file():  # a resumed run's time includes the parts before
+            if cfg.resume:  # a resumed run's time includes the parts before
                 try:
-                    wall_time += json.loads(previous.read_text(encoding="utf-8")).get("wall_time_s") or 0
+                    wall_time += (read_summary(self.files.out_dir) or {}).get("wall_time_s") or 0
                 except ValueError:
-                    pass
+                    pass  # a summary cut by a kill: its time is lost, the results are not
             self.summary = self.files.finalize(selected_ids(self.config), config=self.metadata(cfg),
                                                wall_time_s=wall_time)
 
     def metadata(self, cfg) -> dict:
         from ..provenance import provenance
 
-        client = self.config.stash.get(MODEL, None)
         endpoint = self.config.pluginmanager.get_plugin("apibank-endpoint")
-        base_url = (cfg.base_url[0] if cfg.base_url else
-                    (endpoint.server.base_url if endpoint and endpoint.server else None))
-        if client is not None and client.config.base_urls:
-            base_url = client.config.base_urls[0]
+        local = endpoint.local.started_url if endpoint and endpoint.local else None
+        base_url = cfg.base_url[0] if cfg.base_url else local  # where the model answered
         return {"run": cfg.to_dict(), **provenance(cfg, selected_ids(self.config), self.started_at, base_url)}
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
