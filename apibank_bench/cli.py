@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .commands import compare, data, manifests, optimize, report, run, score, sweep
-from .paths import DataMissing
+from apibank_bench.commands import compare, data, manifests, optimize, report, run, score, sweep
+from apibank_bench.core.paths import DataMissing
 
 #: The subcommands, in the order `--help` lists them.
 COMMANDS = (run, sweep, compare, report, optimize, data, manifests, score)

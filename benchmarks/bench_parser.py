@@ -21,7 +21,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))  # runs from a checkout without installing
 
-from apibank_bench.parsing import ParseError, parse_call  # noqa: E402
+from apibank_bench.scoring.parsing import ParseError, parse_call  # noqa: E402
 
 # Each family makes an answer of roughly `size` characters.
 FAMILIES = {

@@ -38,10 +38,12 @@ PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))  # runs from a checkout without installing
 
-from apibank_bench import embedding, specs  # noqa: E402
-from apibank_bench.frozen import thaw  # noqa: E402
-from apibank_bench.manifests import EVAL_MANIFEST, POOL_MANIFEST, read_manifest  # noqa: E402
-from apibank_bench.paths import INIT_DATABASE_DIR, require_root  # noqa: E402
+from apibank_bench.apis.search import model as embedding
+
+from apibank_bench.data import specs  # noqa: E402
+from apibank_bench.core.frozen import thaw  # noqa: E402
+from apibank_bench.data.manifests import EVAL_MANIFEST, POOL_MANIFEST, read_manifest  # noqa: E402
+from apibank_bench.core.paths import INIT_DATABASE_DIR, require_root  # noqa: E402
 
 
 class Clock:
@@ -106,7 +108,7 @@ def UpstreamSample(classes: dict, root: Path, databases: dict | None = None, cop
 def ours_environment_score(root: Path, task) -> bool:
     """Our side at the upstream rows' boundary: parameters given (no answer parsing), then
     replay + call + check, as `Scorer.score` does after parsing."""
-    from apibank_bench.environment import Environment
+    from apibank_bench.apis.environment import Environment
 
     try:
         environment = Environment.for_level(task.level, root)
@@ -174,13 +176,13 @@ def run(root: Path, repeats: int, upstream: str | None, upstream_repeats: int) -
     load = report["load"]
 
     with Clock() as clock:
-        from apibank_bench.tasks import get_task
+        from apibank_bench.data.tasks import get_task
 
         sets = {name: [get_task(task_id, root=root) for task_id in read_manifest(manifest)["ids"]]
                 for name, manifest in (("pool", POOL_MANIFEST), ("eval", EVAL_MANIFEST))}
     load["tasks"] = clock.ms()
     with Clock() as clock:
-        from apibank_bench.environment import initial_databases
+        from apibank_bench.apis.environment import initial_databases
 
         initial_databases(root)
     load["databases"] = clock.ms()

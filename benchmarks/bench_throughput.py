@@ -53,7 +53,7 @@ def main() -> int:
     parser.add_argument("-n", "--workers", default=None, help="xdist workers (default: none)")
     args = parser.parse_args()
 
-    from apibank_bench.settings import resolve
+    from apibank_bench.core.settings import resolve
 
     in_flight = args.concurrency or resolve(lambda s: {"base_url": "http://x/v1"}.get(s.name)).instances_in_flight
     instances = args.limit or 100

@@ -1,6 +1,6 @@
 import pytest
 
-from apibank_bench.paths import require_root
+from apibank_bench.core.paths import require_root
 
 
 @pytest.fixture(scope="session")

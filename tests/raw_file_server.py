@@ -16,7 +16,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from apibank_bench.data import Lock, file_url
+from apibank_bench.data.lock import Lock, file_url
 
 
 class RawFileServer:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from apibank_bench.cli import main as cli_main
-from apibank_bench.manifests import load_selection
+from apibank_bench.data.manifests import load_selection
 
 
 def eval_tasks(root) -> list:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from apibank_bench import manifests
+from apibank_bench.data import manifests
 from apibank_bench.agents.prompts import format_history
-from apibank_bench.paths import PROJECT_ROOT
-from apibank_bench.results import read_jsonl
-from apibank_bench.tasks import get_task
+from apibank_bench.core.paths import PROJECT_ROOT
+from apibank_bench.runs.results import read_jsonl
+from apibank_bench.data.tasks import get_task
 
 from openai_stub import OpenAIStub, Reply
 

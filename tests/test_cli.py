@@ -4,10 +4,10 @@ import json
 import subprocess
 import sys
 
-from apibank_bench import manifests
-from apibank_bench.paths import PROJECT_ROOT
-from apibank_bench.results import read_jsonl
-from apibank_bench.tasks import get_task
+from apibank_bench.data import manifests
+from apibank_bench.core.paths import PROJECT_ROOT
+from apibank_bench.runs.results import read_jsonl
+from apibank_bench.data.tasks import get_task
 
 
 def cli(*args):

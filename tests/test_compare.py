@@ -8,8 +8,8 @@ from results_folders import eval_tasks, score_folder
 from scipy import stats as sp
 
 from apibank_bench.cli import main as cli_main
-from apibank_bench.compare import RunMismatch, compare
-from apibank_bench.results import read_jsonl
+from apibank_bench.reports.compare import RunMismatch, compare
+from apibank_bench.runs.results import read_jsonl
 
 WRONG_A = {i for i in range(100) if i % 9 == 0}
 WRONG_B = {i for i in range(100) if i % 5 == 0 or i in (3, 4)}

@@ -38,14 +38,14 @@ from pathlib import Path
 
 import pytest
 
-from apibank_bench import specs
+from apibank_bench.data import specs
 from apibank_bench.apis import api_classes
-from apibank_bench.environment import Environment, initial_databases
-from apibank_bench.frozen import thaw
-from apibank_bench.manifests import POOL_MANIFEST, read_manifest
-from apibank_bench.paths import require_root
+from apibank_bench.apis.environment import Environment, initial_databases
+from apibank_bench.core.frozen import thaw
+from apibank_bench.data.manifests import POOL_MANIFEST, read_manifest
+from apibank_bench.core.paths import require_root
 from apibank_bench.scoring import Scorer
-from apibank_bench.tasks import get_task, load_level
+from apibank_bench.data.tasks import get_task, load_level
 
 
 def _load_helper():

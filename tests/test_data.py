@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from apibank_bench import data
-from apibank_bench.paths import DataMissing, require_root
+from apibank_bench.data import lock as data
+from apibank_bench.core.paths import DataMissing, require_root
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from raw_file_server import RawFileServer
 
-from apibank_bench import data
-from apibank_bench.paths import PROJECT_ROOT
+from apibank_bench.data import lock as data
+from apibank_bench.core.paths import PROJECT_ROOT
 
 LOCK = data.Lock.load()
 LEVEL3 = "test_data/level-3.json"

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from apibank_bench.llm import call_extra_body, call_grammar, grammar_extra_body
-from apibank_bench.specs import LEVEL3, LEVEL12, specs
+from apibank_bench.data.specs import LEVEL3, LEVEL12, specs
 from gbnf_check import matches, parse_call, sample
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from apibank_bench.llm import ChatClient, ModelConfig, call_extra_body
 from apibank_bench.llm.local_server import LocalServer, LocalServerError, is_healthy
-from apibank_bench.specs import LEVEL12, specs
+from apibank_bench.data.specs import LEVEL12, specs
 from gbnf_check import parse_call
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]

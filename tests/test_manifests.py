@@ -5,10 +5,10 @@ from collections import Counter
 
 import pytest
 
-from apibank_bench import manifests
-from apibank_bench.paths import MANIFEST_DIR, PROJECT_ROOT
-from apibank_bench.scoring import Scorer
-from apibank_bench.tasks import split_combined_id
+from apibank_bench.data import manifests
+from apibank_bench.core.paths import MANIFEST_DIR, PROJECT_ROOT
+from apibank_bench.scoring import Scorer, curation
+from apibank_bench.data.tasks import split_combined_id
 
 REFERENCE = PROJECT_ROOT.parent / "shared" / "reference"
 
@@ -16,7 +16,7 @@ REFERENCE = PROJECT_ROOT.parent / "shared" / "reference"
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, apibank_root):
     out = tmp_path_factory.mktemp("manifests")
-    return out, manifests.build(Scorer(apibank_root), out)
+    return out, curation.build(Scorer(apibank_root), out)
 
 
 @pytest.mark.skipif(not REFERENCE.is_dir(), reason="../shared/reference (the seed harness's manifests) is not here")

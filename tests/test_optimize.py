@@ -20,18 +20,20 @@ from pathlib import Path
 import pytest
 from openai_stub import OpenAIStub, Reply
 
-from apibank_bench import cli, manifests
+from apibank_bench import cli
+
+from apibank_bench.data import manifests
 from apibank_bench.agents.prompts import format_history, role_prompt, role_text
 from apibank_bench.llm import ChatClient, ModelConfig
 from apibank_bench.optimize import grid
 from apibank_bench.optimize.context import Context
 from apibank_bench.optimize.events import EventLog
 from apibank_bench.optimize.roles import roles
-from apibank_bench.paths import PROJECT_ROOT
-from apibank_bench.results import read_jsonl
+from apibank_bench.core.paths import PROJECT_ROOT
+from apibank_bench.runs.results import read_jsonl
 from apibank_bench.scoring import Scorer
-from apibank_bench.settings import RunConfig
-from apibank_bench.tasks import get_task
+from apibank_bench.core.settings import RunConfig
+from apibank_bench.data.tasks import get_task
 
 MARKER = "Copy every argument value exactly as the dialogue states it (marker 7Q)."
 WRONG = "[NoSuchApi(x='y')]"

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apibank_bench import parsing
-from apibank_bench.parsing import ParseError, parse_call
-from apibank_bench.tasks import render_call
+from apibank_bench.scoring import parsing
+from apibank_bench.scoring.parsing import ParseError, parse_call
+from apibank_bench.data.tasks import render_call
 
 # -- examples -------------------------------------------------------------------
 

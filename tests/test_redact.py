@@ -3,9 +3,9 @@
 import pytest
 
 from apibank_bench.agents.models import describe_model
-from apibank_bench.settings import RunConfig
+from apibank_bench.core.settings import RunConfig
 from apibank_bench.llm import ChatClient, ModelConfig, ModelError
-from apibank_bench.redact import redact
+from apibank_bench.core.redact import redact
 from openai_stub import OpenAIStub, error
 
 KEY = "local-test-key-4f9a2c"

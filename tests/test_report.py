@@ -14,7 +14,7 @@ import pytest
 from results_folders import eval_tasks, score_folder
 
 from apibank_bench.cli import main as cli_main
-from apibank_bench.paths import PROJECT_ROOT
+from apibank_bench.core.paths import PROJECT_ROOT
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 HOSTILE = '"><script>document.title="owned"</script><img src=x onerror=console.log(2)>'

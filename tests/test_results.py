@@ -3,11 +3,11 @@
 import hashlib
 import json
 
-from apibank_bench import manifests
-from apibank_bench.results import (MAX_STORED_CHARS, PREDICTIONS, RESULTS, TRACES, RunFiles, cap_strings,
+from apibank_bench.data import manifests
+from apibank_bench.runs.results import (MAX_STORED_CHARS, PREDICTIONS, RESULTS, TRACES, RunFiles, cap_strings,
                                    read_jsonl, records, to_json, trace_name)
 from apibank_bench.scoring import Scorer
-from apibank_bench.tasks import get_task
+from apibank_bench.data.tasks import get_task
 
 SURROGATE_ANSWER = "[GetToday(x='\ud800')] and a stray \udfff"
 

@@ -17,10 +17,10 @@ from apibank_bench.agents.topologies import TOPOLOGIES, build_topology
 from apibank_bench.agents.topologies.sequential import PIPELINE
 
 BUILDERS = [entry.name for entry in TOPOLOGIES if not entry.extra.get("alias_of")]
-from apibank_bench.settings import RunConfig
+from apibank_bench.core.settings import RunConfig
 from apibank_bench.llm import ChatClient, ModelConfig
 from apibank_bench.scoring import Scorer
-from apibank_bench.tasks import get_task, render_call
+from apibank_bench.data.tasks import get_task, render_call
 from tests.openai_stub import OpenAIStub, Reply, error, tool_call
 
 TASKS = ["level-1::AddAgenda-AddAlarm-GetUserToken-level-2-1.jsonl::0", "level-2::AddAgenda-level-3-1.jsonl::2"]

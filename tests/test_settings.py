@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from apibank_bench import settings
+from apibank_bench.core import settings
 from apibank_bench.agents.models import model_config
 from apibank_bench.commands.run import pytest_args, register
 from apibank_bench.llm import ModelConfig
@@ -114,7 +114,7 @@ def _table_in_readme() -> str:
 
 def test_readme_table_is_the_settings_table():
     assert _table_in_readme() == settings.markdown_table(), \
-        "regenerate it: python -m apibank_bench.settings --write-readme"
+        "regenerate it: python -m apibank_bench.core.settings --write-readme"
 
 
 def test_every_setting_is_a_pytest_option_an_ini_key_and_a_run_flag(pytestconfig):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats as sp
 
-from apibank_bench.stats import discordant, mcnemar_exact, paired_bootstrap, wilson
+from apibank_bench.runs.stats import discordant, mcnemar_exact, paired_bootstrap, wilson
 
 # Newcombe (1998), Statistics in Medicine 17:857-872, Table I, method 3 (Wilson score, no correction).
 NEWCOMBE = [((81, 263), (0.2553, 0.3662)), ((15, 148), (0.0624, 0.1605)),

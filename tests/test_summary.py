@@ -5,7 +5,7 @@ import json
 import pytest
 from results_folders import eval_tasks, score_folder
 
-from apibank_bench.summary import add_summary_to_json_report, gold_api_name, summarize_rows, table_lines
+from apibank_bench.runs.summary import add_summary_to_json_report, gold_api_name, summarize_rows, table_lines
 
 
 def _row(level="1", correct=True, stage="score", api="AddAgenda", **extra):

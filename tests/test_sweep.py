@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from apibank_bench import cli
-from apibank_bench.sweep import SEEDS_CSV, SWEEP_CSV, SWEEP_MD
+from apibank_bench.reports.sweep_table import SEEDS_CSV, SWEEP_CSV, SWEEP_MD
 
 from openai_stub import OpenAIStub, Reply
 from test_bench_suite import EVAL_IDS

@@ -2,9 +2,9 @@ from collections import Counter
 
 import pytest
 
-from apibank_bench import manifests
-from apibank_bench.frozen import thaw
-from apibank_bench.tasks import get_task, load_level, split_combined_id
+from apibank_bench.data import manifests
+from apibank_bench.core.frozen import thaw
+from apibank_bench.data.tasks import get_task, load_level, split_combined_id
 
 
 def test_task_counts_per_level(apibank_root):

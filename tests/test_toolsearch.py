@@ -12,15 +12,18 @@ import json
 import subprocess
 import sys
 import threading
+from importlib import resources
 from pathlib import Path
 
 import pytest
 
-from apibank_bench import embedding, specs
-from apibank_bench.paths import PROJECT_ROOT
-from apibank_bench.tasks import load_level
-from apibank_bench.scoring.toolsearcher import frozen_search, normalize_keywords, score_toolsearcher
-from apibank_bench.toolsearch.search import Catalog, spec_catalog, split_api_name
+from apibank_bench.apis.search import model as embedding
+
+from apibank_bench.data import specs
+from apibank_bench.core.paths import PROJECT_ROOT
+from apibank_bench.data.tasks import load_level
+from apibank_bench.scoring.toolsearcher_scorers import frozen_search, normalize_keywords, score_toolsearcher
+from apibank_bench.apis.search.catalog import Catalog, spec_catalog, split_api_name
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +49,7 @@ def names(output):
 def test_importing_does_not_import_torch():
     code = (
         "import sys\n"
-        "import apibank_bench.toolsearch, apibank_bench.embedding\n"
+        "import apibank_bench.apis.search, apibank_bench.apis.search.model\n"
         "import apibank_bench.apis.level12.tool_searcher, apibank_bench.apis.level3.tool_searcher\n"
         "from apibank_bench.apis.level12.tool_searcher import ToolSearcher\n"
         "ToolSearcher()\n"
@@ -186,7 +189,7 @@ def test_level12_toolsearcher_envelope_and_token_quirk(model):
 
 def test_toolsearcher_odd_inputs(model):
     from apibank_bench.apis.level12.tool_searcher import ToolSearcher
-    from apibank_bench.environment import convert_parameters
+    from apibank_bench.apis.environment import convert_parameters
 
     tool = ToolSearcher()
     with pytest.raises(TypeError, match=r"ToolSearcher.call\(\) missing 1 required positional argument: 'keywords'"):
@@ -247,7 +250,7 @@ def test_upstream_scorer(root, model):
 
 def test_model_reproduces_recorded_onnx_embeddings(model):
     assert embedding.check_model(model) <= embedding.CHECK_ATOL
-    data = json.loads((Path(embedding.__file__).parent / embedding.CHECK_FILE).read_text("utf-8"))
+    data = json.loads(resources.files("apibank_bench").joinpath(embedding.CHECK_FILE).read_text("utf-8"))
     assert len(data["sentences"]) == len(data["embeddings"]) and all(len(e) == 384 for e in data["embeddings"])
 
 

@@ -10,15 +10,15 @@ import json
 
 import pytest
 
-from apibank_bench.agents.pieces import AgentTurn, report
+from apibank_bench.agents.chat_agent import AgentTurn, report
 from apibank_bench.agents.prompts import role_prompt
 from apibank_bench.agents.sdk_agent import parameters_schema
 from apibank_bench.agents.topologies import build_topology
 from apibank_bench.agents.topologies.centralized import WORKER_ROLES
 from apibank_bench.agents.topologies.sequential import PIPELINE
-from apibank_bench.settings import TEAM_SIZES, RunConfig
+from apibank_bench.core.settings import TEAM_SIZES, RunConfig
 from apibank_bench.llm import ChatClient, ModelConfig
-from apibank_bench.tasks import get_task
+from apibank_bench.data.tasks import get_task
 from tests.openai_stub import OpenAIStub, Reply, correct, error, tool_call
 
 TASK = "level-1::AddAgenda-AddAlarm-GetUserToken-level-2-1.jsonl::0"

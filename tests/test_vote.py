@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from apibank_bench.agents.topologies import build_topology
 from apibank_bench.agents.vote import canonical_call, reference_key, vote
-from apibank_bench.settings import RunConfig
+from apibank_bench.core.settings import RunConfig
 from apibank_bench.llm import ChatClient, ModelConfig
 from apibank_bench.scoring import Scorer
-from apibank_bench.tasks import get_task
+from apibank_bench.data.tasks import get_task
 from tests.openai_stub import OpenAIStub, Reply
 
 A = "[AddAlarm(token='t', time='2023-09-12 13:50:00')]"

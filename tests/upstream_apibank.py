@@ -155,7 +155,7 @@ class UpstreamTools:
         return self._tools[name]
 
     def call(self, name: str, params):
-        from apibank_bench.environment import convert_parameters
+        from apibank_bench.apis.environment import convert_parameters
 
         processed = convert_parameters(self.classes[name], params)
         return self.tool(name).call(**processed)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..settings import RunConfig
-from ..tasks import Task
-from .solution import Solution
+from apibank_bench.core.settings import RunConfig
+from apibank_bench.data.tasks import Task
+from apibank_bench.agents.solution import Solution
 
 Solver = Callable[[Task], Solution]
 
@@ -20,7 +20,7 @@ def build_solver(config: RunConfig, model=None) -> Solver:
     """The solver for a run. `model` is the shared ChatClient (None for the gold self-check)."""
     if config.is_gold:
         return gold_solver
-    from .topologies import build_topology
+    from apibank_bench.agents.topologies import build_topology
 
     return build_topology(config, model)
 

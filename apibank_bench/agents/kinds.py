@@ -3,15 +3,15 @@ Every topology accepts every kind."""
 
 from __future__ import annotations
 
-from ..registry import Registry
-from .pieces import Agents
+from apibank_bench.core.registry import Registry
+from apibank_bench.agents.chat_agent import Agents
 
 AGENT_KINDS: Registry = Registry("agent kind", "--apibank-agent-kind")
 AGENT_KINDS.register("chat", "one chat completion that answers with the bracketed call")(Agents)
 
 
 def _load() -> None:
-    from .sdk_agent import SdkAgents
+    from apibank_bench.agents.sdk_agent import SdkAgents
 
     AGENT_KINDS.register("sdk", "an OpenAI Agents SDK agent with the visible APIs as function tools")(SdkAgents)
 

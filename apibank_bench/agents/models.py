@@ -6,9 +6,9 @@ import urllib.error
 import urllib.request
 from typing import Callable
 
-from ..llm import ChatClient, ModelConfig
-from ..redact import redact
-from ..settings import RunConfig
+from apibank_bench.llm import ChatClient, ModelConfig
+from apibank_bench.core.redact import redact
+from apibank_bench.core.settings import RunConfig
 
 #: The embedded default: Gemma 3 270M served by llama.cpp (a smoke model, not a contender).
 LOCAL_MODEL = "gemma-3-270m-it-q4_k_m"

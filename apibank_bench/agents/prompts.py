@@ -14,8 +14,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .. import specs
-from ..tasks import Task
+from apibank_bench.data import specs
+from apibank_bench.data.tasks import Task
 
 #: APIs never shown at Level 1 (the reference skips them; Level 1 tasks needing them are not curated).
 _HIDDEN_AT_LEVEL1 = {"SearchEngine", "Translate", "ToolSearcher"}

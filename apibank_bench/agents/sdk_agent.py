@@ -20,10 +20,10 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
-from ..llm import ChatClient, Completion, ModelError
-from ..tasks import Task, render_call
-from .pieces import Agents, AgentTurn
-from .prompts import visible_schemas
+from apibank_bench.llm import ChatClient, Completion, ModelError
+from apibank_bench.data.tasks import Task, render_call
+from apibank_bench.agents.chat_agent import Agents, AgentTurn
+from apibank_bench.agents.prompts import visible_schemas
 
 #: API-Bank parameter types as JSON-schema types; anything else is a string.
 JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean",

@@ -28,8 +28,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ..parsing import ParseError, parse_call, select_call
-from ..tasks import render_call
+from apibank_bench.scoring.parsing import ParseError, parse_call, select_call
+from apibank_bench.data.tasks import render_call
 
 RULES = ("reference", "normalized")
 

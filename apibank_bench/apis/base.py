@@ -4,7 +4,7 @@ Upstream's API classes are the specification: each of ours has the same
 constructor arguments (passed positionally, as upstream's ToolManager does), the
 same `call` signature (so a missing argument raises the same TypeError), the same
 result envelope and exception strings, and the same `check_api_call_correctness`.
-Metadata comes from `apibank_bench.specs`, never retyped here.
+Metadata comes from `apibank_bench.data.specs`, never retyped here.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 from typing import Any, Callable, ClassVar
 
-from .. import specs
+from apibank_bench.data import specs
 
 
 class Api:

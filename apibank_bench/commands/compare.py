@@ -17,7 +17,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..compare import RunMismatch, compare, format_table
+    from apibank_bench.reports.compare import RunMismatch, compare, format_table
 
     try:
         result = compare(args.runs, seed=args.seed, force=args.force)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def register(sub) -> None:
-    from ..data import BASE_URL_ENV, DEFAULT_BASE_URL, WORKERS
+    from apibank_bench.data.lock import BASE_URL_ENV, DEFAULT_BASE_URL, WORKERS
 
     data = sub.add_parser("data", help="get or check the pinned API-Bank data")
     data_sub = data.add_subparsers(dest="data_command", required=True)
@@ -30,8 +30,8 @@ def run(args) -> int:
 
 
 def fetch(args) -> int:
-    from ..data import FetchError, base_url, fetch_from_directory, fetch_from_web
-    from ..paths import VENDORED_ROOT
+    from apibank_bench.data.lock import FetchError, base_url, fetch_from_directory, fetch_from_web
+    from apibank_bench.core.paths import VENDORED_ROOT
 
     dest = Path(args.dest) if args.dest else VENDORED_ROOT
     if args.source:
@@ -51,8 +51,8 @@ def fetch(args) -> int:
 
 
 def verify(root: str | None) -> int:
-    from ..data import Lock, verify as problems_at
-    from ..paths import VENDORED_ROOT
+    from apibank_bench.data.lock import Lock, verify as problems_at
+    from apibank_bench.core.paths import VENDORED_ROOT
 
     target = Path(root) if root else VENDORED_ROOT
     problems = problems_at(target)

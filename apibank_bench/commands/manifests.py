@@ -38,7 +38,7 @@ def register(sub) -> None:
 
 
 def run_tasks(args) -> int:
-    from ..tasks import LEVELS, load_level
+    from apibank_bench.data.tasks import LEVELS, load_level
 
     counts = {level: len(load_level(level, args.apibank_root)) for level in LEVELS}
     for level, count in counts.items():
@@ -48,7 +48,7 @@ def run_tasks(args) -> int:
 
 
 def run_summary(args) -> int:
-    from ..manifests import gold_replay_report
+    from apibank_bench.scoring.curation import gold_replay_report
 
     report = gold_replay_report(args.level, args.limit, args.offset, args.only, args.apibank_root)
     if args.json:
@@ -65,13 +65,13 @@ def run_summary(args) -> int:
 
 
 def run_manifests(args) -> int:
-    from .. import manifests
-    from ..paths import MANIFEST_DIR
-    from ..scoring import Scorer
+    from apibank_bench.data import manifests
+    from apibank_bench.core.paths import MANIFEST_DIR
+    from apibank_bench.scoring import Scorer, curation
 
     if args.manifests_command == "build":
         out = Path(args.out) if args.out else MANIFEST_DIR
-        built = manifests.build(Scorer(args.apibank_root), out)
+        built = curation.build(Scorer(args.apibank_root), out)
         for level, manifest in built.items():
             print(f"level {level}: {len(manifest['ids'])} IDs; excluded {manifest['excluded_summary']}")
         print(f"wrote {out}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def register(sub) -> None:
-    from ..optimize import command
+    from apibank_bench.optimize import command
 
     parser = sub.add_parser("optimize", help="optimize a topology's role prompts on training tasks, then compare "
                                              "seed and optimized prompts on the eval set")

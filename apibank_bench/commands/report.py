@@ -15,7 +15,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..report import build_report
+    from apibank_bench.reports.html import build_report
 
     try:
         index = build_report(args.dirs, Path(args.out), seed=args.seed)

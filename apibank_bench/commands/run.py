@@ -13,8 +13,8 @@ import json
 import shutil
 from pathlib import Path
 
-from .. import settings
-from ..paths import PROJECT_ROOT
+from apibank_bench.core import settings
+from apibank_bench.core.paths import PROJECT_ROOT
 
 BENCH_TESTS = PROJECT_ROOT / "bench_tests"
 INCOMPLETE = 1
@@ -69,7 +69,7 @@ def run_benchmark(args) -> int:
     values = given(args)
     cfg = settings.resolve(lambda s: values[s.name])  # a bad value is one clear line (exit 2) before anything runs
     if args.summary:
-        from ..manifests import gold_replay_report
+        from apibank_bench.scoring.curation import gold_replay_report
 
         report = gold_replay_report(cfg.level, settings.run_limit(values["limit"]), cfg.offset, cfg.only or None,
                                     cfg.root)
@@ -90,8 +90,8 @@ def run_benchmark(args) -> int:
 
 
 def run_merge(args) -> int:
-    from ..manifests import manifest_ids
-    from ..results import PREDICTIONS, RESULTS, TRACES, RunFiles, read_summary
+    from apibank_bench.data.manifests import manifest_ids
+    from apibank_bench.runs.results import PREDICTIONS, RESULTS, TRACES, RunFiles, read_summary
 
     out = Path(args.out)
     files = RunFiles(out)

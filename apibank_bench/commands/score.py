@@ -16,7 +16,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..results import score_predictions_file
+    from apibank_bench.runs.results import score_predictions_file
 
     report = score_predictions_file(Path(args.predictions), Path(args.out_dir), level=args.level,
                                     toolsearcher_scorer=args.toolsearcher_scorer, root=args.apibank_root)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 
-from .. import settings
+from apibank_bench.core import settings
 
 INCOMPLETE = 1
 
@@ -28,14 +28,15 @@ def register(sub) -> None:
                             description=__doc__.split("\n\n", 1)[1])
     parser.add_argument("--out", required=True, metavar="DIR", help="the sweep folder: one results folder per cell")
     parser.add_argument("-n", "--workers", default=None, help="pytest-xdist workers per cell (e.g. 2 or auto)")
-    from ..sweep import NOT_FLAGS
+    from apibank_bench.runs.sweep import NOT_FLAGS
 
     settings.add_command_flags(parser, skip=NOT_FLAGS)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..sweep import SweepError, run_sweep, status, write_tables
+    from apibank_bench.reports.sweep_table import write_tables
+    from apibank_bench.runs.sweep import SweepError, run_sweep, status
 
     given = {setting.name: getattr(args, setting.name, None) for setting in settings.SETTINGS}
     try:

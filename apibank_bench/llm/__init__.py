@@ -1,9 +1,9 @@
 """The model layer: settings, the chat client, call grammars and the embedded local model."""
 
-from .client import ChatClient, Completion, ModelError, UsageStats
-from .config import ModelConfig
-from .grammar import call_extra_body, call_grammar, grammar_extra_body
-from .retry import RetryPolicy, is_retryable
+from apibank_bench.llm.client import ChatClient, Completion, ModelError, UsageStats
+from apibank_bench.llm.config import ModelConfig
+from apibank_bench.llm.grammar import call_extra_body, call_grammar, grammar_extra_body
+from apibank_bench.llm.retry import RetryPolicy, is_retryable
 
 __all__ = [
     "ChatClient",

@@ -22,11 +22,11 @@ from typing import Any, Callable, Sequence
 
 import openai
 
-from ..redact import redact
-from .cache import ResponseCache, request_key
-from .config import ModelConfig
-from .limit import AdaptiveLimit
-from .retry import RetryPolicy, is_retryable
+from apibank_bench.core.redact import redact
+from apibank_bench.llm.cache import ResponseCache, request_key
+from apibank_bench.llm.config import ModelConfig
+from apibank_bench.llm.limit import AdaptiveLimit
+from apibank_bench.llm.retry import RetryPolicy, is_retryable
 
 #: Placeholder key for local servers, which accept any key (openai needs one).
 NO_KEY = "sk-no-key"

@@ -29,7 +29,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..settings import value_from_environment
+from apibank_bench.core.settings import value_from_environment
 
 #: The model name the server answers to (`--model_alias`); put it in ModelConfig.model.
 LOCAL_MODEL = "gemma-3-270m-it-q4_k_m"

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..settings import BY_NAME, TEAM_SIZES
-from . import grid, methods
-from .roles import OPTIMIZABLE as TOPOLOGIES
+from apibank_bench.core.settings import BY_NAME, TEAM_SIZES
+from apibank_bench.optimize import grid, methods
+from apibank_bench.optimize.roles import OPTIMIZABLE as TOPOLOGIES
 
 MESSAGE_FORMATS = BY_NAME["message_format"].choices
 
@@ -92,9 +92,9 @@ def main(args: argparse.Namespace) -> int:
         return _fail(refusal)
     if args.topology != "single" and args.team_size not in TEAM_SIZES:
         return _fail(f"--team-size must be one of {TEAM_SIZES}, got {args.team_size}")
-    from ..agents.models import EndpointUnreachable
-    from ..llm import ModelError
-    from .job import JobError, run
+    from apibank_bench.agents.models import EndpointUnreachable
+    from apibank_bench.llm import ModelError
+    from apibank_bench.optimize.job import JobError, run
 
     try:
         return run(args, module, cell)

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..agents import Solver, build_solver
-from ..agents.prompts import task_prompt
-from ..settings import RunConfig
-from ..llm import ChatClient, ModelError
-from ..instances import InstancePool, InstanceResult
-from ..scoring import Scorer
-from ..tasks import Task, get_task
-from .events import EventLog
+from apibank_bench.agents import Solver, build_solver
+from apibank_bench.agents.prompts import task_prompt
+from apibank_bench.core.settings import RunConfig
+from apibank_bench.llm import ChatClient, ModelError
+from apibank_bench.runs.instances import InstancePool, InstanceResult
+from apibank_bench.scoring import Scorer
+from apibank_bench.data.tasks import Task, get_task
+from apibank_bench.optimize.events import EventLog
 
 
 @dataclass

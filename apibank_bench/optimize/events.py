@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..results import to_json, write_atomic
+from apibank_bench.runs.results import to_json, write_atomic
 
 #: Fields of a record that add to the run's totals.
 _COUNTED = ("requests", "prompt_tokens", "completion_tokens")

@@ -19,7 +19,7 @@ import shutil
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the command line imports this module for its flags: keep that light
-    from .context import Context, Rollout
+    from apibank_bench.optimize.context import Context, Rollout
 
 DEFAULT_BUDGET = 600
 HYPERPARAMETERS: dict[str, tuple[type, Any, str]] = {

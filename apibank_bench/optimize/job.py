@@ -20,21 +20,21 @@ from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 
-from ..agents import build_solver
-from ..agents.models import describe_model, model_client, needs_local_server
-from ..llm.local_server import OnDemandServer
-from ..manifests import manifest_ids, splits
-from ..paths import require_root
-from ..provenance import provenance
-from ..results import RunFiles, finished_ids
-from ..scoring import Scorer
-from ..settings import RunConfig, from_environment
-from ..tasks import get_task
-from . import grid, methods
-from .context import Context, _run_tasks, usage, write_prompts
-from .events import EventLog, dump
-from .report import compare_folders
-from .roles import roles, seed_prompts
+from apibank_bench.agents import build_solver
+from apibank_bench.agents.models import describe_model, model_client, needs_local_server
+from apibank_bench.llm.local_server import OnDemandServer
+from apibank_bench.data.manifests import manifest_ids, splits
+from apibank_bench.core.paths import require_root
+from apibank_bench.runs.provenance import provenance
+from apibank_bench.runs.results import RunFiles, finished_ids
+from apibank_bench.scoring import Scorer
+from apibank_bench.core.settings import RunConfig, from_environment
+from apibank_bench.data.tasks import get_task
+from apibank_bench.optimize import grid, methods
+from apibank_bench.optimize.context import Context, _run_tasks, usage, write_prompts
+from apibank_bench.optimize.events import EventLog, dump
+from apibank_bench.optimize.final import compare_folders
+from apibank_bench.optimize.roles import roles, seed_prompts
 
 #: What --resume must find unchanged (the endpoint URLs and the cache may differ).
 _IDENTITY = ("cell", "method", "roles", "splits", "final_ids")

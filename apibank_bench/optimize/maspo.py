@@ -43,11 +43,12 @@ evaluation that would exceed the budget; the best prompts so far are returned.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+
+from apibank_bench.optimize.rollouts import clip, digest, extract_prompt, reader_output, role_input, role_output, verdict
 
 #: Enough for the full default schedule on a one-role topology (9 steps of <= 60 rollouts, 2 refreshes).
 DEFAULT_BUDGET = 600
@@ -67,9 +68,6 @@ HYPERPARAMETERS: dict[str, tuple[type, Any, str]] = {
     "global_alignment": (str, "execution", "MASPO: execution (the gold call's score) or judge (pairwise judge)"),
 }
 
-_CLIP = 1500  # characters of one text shown to the optimizer model; keeps prompts small-model sized
-_TAG = re.compile(r"<prompt>(.*?)</prompt>", re.S | re.I)
-_FENCE = re.compile(r"```[a-zA-Z]*\n(.*?)```", re.S)
 _VERDICT = re.compile(r"<verdict>\s*([AB])\s*</verdict>", re.I)
 _QUESTIONS = {
     "local": "the output of the agent '{role}': which one does that agent's job better for this dialogue "
@@ -106,53 +104,6 @@ class Joint:
     rates: dict[str, float]
     judged: int
     misaligned: list[dict]
-
-
-def digest(text: str) -> str:
-    return hashlib.sha1(text.encode()).hexdigest()[:10]
-
-
-def clip(text: str | None, limit: int = _CLIP) -> str:
-    text = (text or "").strip()
-    return text if len(text) <= limit else text[:limit] + " [...]"
-
-
-def extract_prompt(reply: str) -> str:
-    """The proposed prompt in a reply: inside <prompt> tags, else a fenced block, else the whole reply."""
-    for pattern in (_TAG, _FENCE):
-        found = pattern.search(reply)
-        if found and found.group(1).strip():
-            return found.group(1).strip()
-    return reply.strip()
-
-
-def role_output(rollout, role: str) -> str:
-    turns = [t for t in rollout.agents if t.get("role") == role]
-    return "\n---\n".join(str(t.get("answer") or "") for t in turns)
-
-
-def reader_output(rollout, role: str) -> str:
-    """What the agents that read this role's first turn said: the next round's turns of other roles."""
-    rounds = [t.get("round", 0) for t in rollout.agents if t.get("role") == role]
-    if not rounds:
-        return ""
-    readers = [t for t in rollout.agents if t.get("round", 0) == min(rounds) + 1 and t.get("role") != role]
-    return "\n---\n".join(f"{t.get('role')}: {t.get('answer') or ''}" for t in readers)
-
-
-def role_input(rollout, role: str) -> str:
-    """The user message the role's first turn saw (the system prompt is the candidate itself)."""
-    for turn in rollout.agents:
-        if turn.get("role") == role:
-            users = [m.get("content", "") for m in turn.get("messages", []) if m.get("role") == "user"]
-            return users[-1] if users else ""
-    return rollout.dialogue
-
-
-def verdict(rollout) -> str:
-    return (f"scorer: {'correct' if rollout.correct else 'incorrect'} (stage {rollout.stage}); "
-            f"predicted {rollout.predicted_call}; gold {rollout.gold_call}"
-            + (f"; error {rollout.error}" if rollout.error else ""))
 
 
 class Maspo:

@@ -47,7 +47,7 @@ import warnings
 from types import SimpleNamespace
 from typing import Any
 
-from .maspo import clip, digest, extract_prompt, role_input, role_output
+from apibank_bench.optimize.rollouts import clip, digest, extract_prompt, role_input, role_output
 
 # litellm (imported by dspy) fetches a price list from GitHub at import unless told not to.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

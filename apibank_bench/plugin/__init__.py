@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from .. import settings
-from ..manifests import select
-from ..results import cap_strings, finished_ids, to_json
-from ..tasks import split_combined_id
-from .keys import CONFIG, IDS, POOL, RESULT, USER_PROPERTY
+from apibank_bench.core import settings
+from apibank_bench.data.manifests import select
+from apibank_bench.runs.results import cap_strings, finished_ids, to_json
+from apibank_bench.data.tasks import split_combined_id
+from apibank_bench.plugin.keys import CONFIG, IDS, POOL, RESULT, USER_PROPERTY
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench_tests"
 
@@ -66,7 +66,7 @@ def bench_requested(config) -> bool:
 
 
 def pytest_configure(config):
-    from . import endpoint, writer
+    from apibank_bench.plugin import endpoint, writer
 
     config.pluginmanager.register(endpoint.EndpointPlugin(config), "apibank-endpoint")
     if not is_worker(config):
@@ -78,8 +78,8 @@ def pytest_sessionstart(session):
     config = session.config
     if is_worker(config) or not bench_requested(config):
         return
-    from ..data import verify
-    from ..paths import DataMissing, require_root
+    from apibank_bench.data.lock import verify
+    from apibank_bench.core.paths import DataMissing, require_root
 
     try:
         root = require_root(run_config(config).root)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ..agents.models import needs_local_server
-from ..llm.local_server import OnDemandServer
+from apibank_bench.agents.models import needs_local_server
+from apibank_bench.llm.local_server import OnDemandServer
 
 
 class EndpointPlugin:
@@ -17,7 +17,7 @@ class EndpointPlugin:
 
     def base_url(self) -> str:
         """The embedded server's URL: from the controller on a worker, else started here."""
-        from . import is_worker, run_config
+        from apibank_bench.plugin import is_worker, run_config
 
         if is_worker(self.config) and self.config.workerinput.get("apibank_base_url"):
             return self.config.workerinput["apibank_base_url"]
@@ -29,7 +29,7 @@ class EndpointPlugin:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node):  # xdist controller, once per worker
-        from . import bench_requested, run_config
+        from apibank_bench.plugin import bench_requested, run_config
 
         node.workerinput["apibank_share"] = None
         if bench_requested(self.config):
@@ -42,7 +42,7 @@ class EndpointPlugin:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config, log):
-        from . import bench_requested
+        from apibank_bench.plugin import bench_requested
 
         if bench_requested(config) and config.getoption("dist", "load") == "load":
             return share_scheduler(config, log)

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from ..instances import ERROR, error_result
-from ..provenance import now
-from ..results import RunFiles, read_summary
-from ..summary import add_summary_to_json_report, table_lines
-from ..tasks import get_task
-from . import ids_to_run, run_config, selected_ids
-from .keys import MODEL, USER_PROPERTY
+from apibank_bench.runs.instances import ERROR, error_result
+from apibank_bench.runs.provenance import now
+from apibank_bench.runs.results import RunFiles, read_summary
+from apibank_bench.runs.summary import add_summary_to_json_report, table_lines
+from apibank_bench.data.tasks import get_task
+from apibank_bench.plugin import ids_to_run, run_config, selected_ids
+from apibank_bench.plugin.keys import MODEL, USER_PROPERTY
 
 PROGRESS_EVERY_S = 10.0
 
@@ -37,7 +37,7 @@ class Writer:
         self.total = 0  #: instances this run will run (resumed ones left out)
 
     def pytest_sessionstart(self) -> None:
-        from . import bench_requested
+        from apibank_bench.plugin import bench_requested
 
         if bench_requested(self.config):
             self.total = len(ids_to_run(self.config))
@@ -117,7 +117,7 @@ class Writer:
                                                wall_time_s=wall_time)
 
     def metadata(self, cfg) -> dict:
-        from ..provenance import provenance
+        from apibank_bench.runs.provenance import provenance
 
         endpoint = self.config.pluginmanager.get_plugin("apibank-endpoint")
         local = endpoint.local.started_url if endpoint and endpoint.local else None

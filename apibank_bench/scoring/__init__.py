@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..environment import Environment
-from ..frozen import thaw
-from ..parsing import ParseError, parse_call
-from ..paths import require_root
-from ..tasks import Task, render_call
-from .toolsearcher import SCORERS, default_scorer, score_toolsearcher
+from apibank_bench.apis.environment import Environment
+from apibank_bench.core.frozen import thaw
+from apibank_bench.scoring.parsing import ParseError, parse_call
+from apibank_bench.core.paths import require_root
+from apibank_bench.data.tasks import Task, render_call
+from apibank_bench.scoring.toolsearcher_scorers import SCORERS, default_scorer, score_toolsearcher
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import dataclasses
 import importlib
 import pkgutil
 
-from ...registry import Registry
+from apibank_bench.core.registry import Registry
 
 TOPOLOGIES: Registry = Registry("topology", "--apibank-topology", sort=True)
 
@@ -28,7 +28,7 @@ TOPOLOGIES.load_with(_load_modules)
 
 def build_topology(cfg, model):
     """The solver of `cfg.topology` (with `cfg.agent_kind` agents) over the run's shared model client."""
-    from ..kinds import make_agents
+    from apibank_bench.agents.kinds import make_agents
 
     alias_of = TOPOLOGIES.entry(cfg.topology).extra.get("alias_of")
     if alias_of:

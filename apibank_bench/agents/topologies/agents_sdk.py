@@ -1,6 +1,6 @@
 """`agents_sdk`: kept so existing commands work; the `single` topology with `sdk` agents."""
 
-from . import TOPOLOGIES
+from apibank_bench.agents.topologies import TOPOLOGIES
 
 TOPOLOGIES.register("agents_sdk", "an alias: `single` with `--apibank-agent-kind sdk`", roles=lambda cfg: ["solver"],
                     alias_of={"topology": "single", "agent_kind": "sdk"})(None)

@@ -1,8 +1,8 @@
 """A manager delegates; workers see only the delegation; the manager hears them and gives the final call."""
 
-from ..pieces import reports
-from . import TOPOLOGIES
-from .graph import Node, State, graph_of, last, ordered, solve_with
+from apibank_bench.agents.chat_agent import reports
+from apibank_bench.agents.topologies import TOPOLOGIES
+from apibank_bench.agents.topologies.graph import Node, State, graph_of, last, ordered, solve_with
 
 #: Workers in the order a team adds them (a team of N has N - 1 workers).
 WORKER_ROLES = ("caller_worker", "inspector_worker", "validator_worker", "toolsearcher_worker", "intent_worker",

@@ -1,8 +1,8 @@
 """A debate: N agents answer, then R rounds in which each sees its peers' previous answers; the last round votes."""
 
-from ..pieces import reports
-from . import TOPOLOGIES
-from .graph import Node, State, graph_of, ordered, solve_with, voted
+from apibank_bench.agents.chat_agent import reports
+from apibank_bench.agents.topologies import TOPOLOGIES
+from apibank_bench.agents.topologies.graph import Node, State, graph_of, ordered, solve_with, voted
 
 
 @TOPOLOGIES.register("decentralized", "a debate of N agents over R rounds; the last round votes",

@@ -11,10 +11,10 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, Callable, TypedDict
 
-from ...tasks import Task
-from ..pieces import AgentTurn, solution_from
-from ..solution import Solution
-from ..vote import vote
+from apibank_bench.data.tasks import Task
+from apibank_bench.agents.chat_agent import AgentTurn, solution_from
+from apibank_bench.agents.solution import Solution
+from apibank_bench.agents.vote import vote
 
 
 class State(TypedDict):

@@ -1,7 +1,7 @@
 """N agents answer alone; the team submits their vote."""
 
-from . import TOPOLOGIES
-from .graph import Node, graph_of, solve_with, voted
+from apibank_bench.agents.topologies import TOPOLOGIES
+from apibank_bench.agents.topologies.graph import Node, graph_of, solve_with, voted
 
 
 @TOPOLOGIES.register("independent", "N agents answer alone; the team votes", roles=lambda cfg: ["solver"])

@@ -1,8 +1,8 @@
 """A pipeline: each stage sees the earlier stages' reports; the last stage's call is the answer."""
 
-from ..pieces import reports
-from . import TOPOLOGIES
-from .graph import Node, State, graph_of, last, ordered, solve_with
+from apibank_bench.agents.chat_agent import reports
+from apibank_bench.agents.topologies import TOPOLOGIES
+from apibank_bench.agents.topologies.graph import Node, State, graph_of, last, ordered, solve_with
 
 #: The stages in order, each with the team size from which it takes part.
 PIPELINE = (("dialogue_reader", 4), ("intent_extractor", 8), ("toolsearcher_planner", 8), ("schema_mapper", 4),

@@ -1,7 +1,7 @@
 """One agent answers."""
 
-from . import TOPOLOGIES
-from .graph import graph_of, last, solve_with
+from apibank_bench.agents.topologies import TOPOLOGIES
+from apibank_bench.agents.topologies.graph import graph_of, last, solve_with
 
 
 @TOPOLOGIES.register("single", "one agent answers", roles=lambda cfg: ["solver"])

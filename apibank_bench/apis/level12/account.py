@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import string
 
-from ..base import LEVEL12, Api, same_call
+from apibank_bench.apis.base import LEVEL12, Api, same_call
 
 
 class _NoApiName(Api):

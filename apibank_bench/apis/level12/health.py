@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from ..base import LEVEL12, DatabaseApi, canonical_time, parse_padded
+from apibank_bench.apis.base import LEVEL12, DatabaseApi, canonical_time, parse_padded
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 

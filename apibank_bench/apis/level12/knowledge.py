@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime
 
-from ..base import LEVEL12, Api
-from ._text_search import Bm25Okapi, word_tokens
+from apibank_bench.apis.base import LEVEL12, Api
+from apibank_bench.apis.level12._text_search import Bm25Okapi, word_tokens
 
 
 @LEVEL12.register

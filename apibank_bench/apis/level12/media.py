@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..base import LEVEL12, Api
+from apibank_bench.apis.base import LEVEL12, Api
 
 
 def _same_input_output_exception(response, groundtruth) -> bool:

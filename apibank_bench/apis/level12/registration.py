@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from ..base import LEVEL12, DatabaseApi, canonical_time
+from apibank_bench.apis.base import LEVEL12, DatabaseApi, canonical_time
 
 DATE_FORMAT = "%Y-%m-%d"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from ..base import LEVEL12, Api, same_result, words_overlap
+from apibank_bench.apis.base import LEVEL12, Api, same_result, words_overlap
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from itertools import chain
 
-from ...frozen import FrozenDict, FrozenList, thaw
-from ..base import LEVEL12, DatabaseApi
+from apibank_bench.core.frozen import FrozenDict, FrozenList, thaw
+from apibank_bench.apis.base import LEVEL12, DatabaseApi
 
 
 def _scene_name(name) -> str:

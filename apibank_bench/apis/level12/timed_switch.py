@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..base import LEVEL12, DatabaseApi, canonical_time
+from apibank_bench.apis.base import LEVEL12, DatabaseApi, canonical_time
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ...embedding import ModelUnavailable
-from ...frozen import thaw
-from ...specs import LEVEL12
-from ...toolsearch.search import public_entry, spec_catalog
-from ..base import LEVEL12 as REGISTRY
-from ..base import Api, same_result
+from apibank_bench.apis.search.model import ModelUnavailable
+from apibank_bench.core.frozen import thaw
+from apibank_bench.data.specs import LEVEL12
+from apibank_bench.apis.search.catalog import public_entry, spec_catalog
+from apibank_bench.apis.base import LEVEL12 as REGISTRY
+from apibank_bench.apis.base import Api, same_result
 
 
 @REGISTRY.register

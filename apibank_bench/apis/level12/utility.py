@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from ..base import LEVEL12, Api
-from ..level3.calculator import calculate  # upstream's Level-1/2 and Level-3 calculators are the same
+from apibank_bench.apis.base import LEVEL12, Api
+from apibank_bench.apis.level3.calculator import calculate  # upstream's Level-1/2 and Level-3 calculators are the same
 
 # Upstream's receiver pattern: one optional '.' or '_' inside the local part (at
 # least two characters), a word domain and a 2-3 character word suffix.

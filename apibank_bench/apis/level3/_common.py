@@ -7,7 +7,7 @@ checks compare whole envelope fields in a fixed order.
 
 from __future__ import annotations
 
-from ..base import Api
+from apibank_bench.apis.base import Api
 
 
 class InlineApi(Api):

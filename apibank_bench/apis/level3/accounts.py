@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..base import LEVEL3
-from ._common import InlineApi, assert_same_api, exact_check, fields_equal
+from apibank_bench.apis.base import LEVEL3
+from apibank_bench.apis.level3._common import InlineApi, assert_same_api, exact_check, fields_equal
 
 
 def _accounts() -> list:

@@ -26,8 +26,8 @@ from __future__ import annotations
 import operator
 import re
 
-from ..base import LEVEL3
-from ._common import InlineApi
+from apibank_bench.apis.base import LEVEL3
+from apibank_bench.apis.level3._common import InlineApi
 
 _ALLOWED = set("0123456789+-*/()")
 _OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}

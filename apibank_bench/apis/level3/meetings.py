@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime
 
-from ..base import LEVEL3
-from ._common import InlineApi, assert_same_api, exact_check, fields_equal
+from apibank_bench.apis.base import LEVEL3
+from apibank_bench.apis.level3._common import InlineApi, assert_same_api, exact_check, fields_equal
 
 _TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 

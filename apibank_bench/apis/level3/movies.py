@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..base import LEVEL3
-from ._common import InlineApi, exact_check
+from apibank_bench.apis.base import LEVEL3
+from apibank_bench.apis.level3._common import InlineApi, exact_check
 
 _MATRIX_FIRST = ("The Matrix", "The Lord of the Rings", "The Dark Knight")
 _RINGS_FIRST = ("The Lord of the Rings", "The Dark Knight", "The Matrix")

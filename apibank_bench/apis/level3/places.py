@@ -3,8 +3,8 @@ NearbyRestaurants, ClothingRecommendation)."""
 
 from __future__ import annotations
 
-from ..base import LEVEL3
-from ._common import InlineApi, assert_same_api, exact_check, fields_equal
+from apibank_bench.apis.base import LEVEL3
+from apibank_bench.apis.level3._common import InlineApi, assert_same_api, exact_check, fields_equal
 
 # The five known places and their coordinates (longitudes without a sign, as upstream).
 _NEW_YORK = (40.7128, 74.0060)

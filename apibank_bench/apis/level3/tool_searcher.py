@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 
-from ... import specs
-from ...toolsearch.search import spec_catalog
-from ..base import LEVEL3, Api
-from ..level12.tool_searcher import ToolSearcher as _SearcherOfLevels12
+from apibank_bench.data import specs
+from apibank_bench.apis.search.catalog import spec_catalog
+from apibank_bench.apis.base import LEVEL3, Api
+from apibank_bench.apis.level12.tool_searcher import ToolSearcher as _SearcherOfLevels12
 
 
 @LEVEL3.register

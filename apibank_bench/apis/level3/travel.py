@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import datetime
 
-from ..base import LEVEL3
-from ._common import InlineApi, assert_same_api, exact_check
+from apibank_bench.apis.base import LEVEL3
+from apibank_bench.apis.level3._common import InlineApi, assert_same_api, exact_check
 
 _DAY = "%Y-%m-%d"
 _FLIGHT_TIME = "%Y-%m-%d %H:%M:%S"

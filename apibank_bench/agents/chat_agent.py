@@ -6,12 +6,12 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..llm import ChatClient, Completion, ModelError, call_extra_body
-from ..parsing import candidates, select_call
-from ..tasks import Task
-from .prompts import role_prompt, task_prompt, visible_schemas
-from .solution import Solution
-from .vote import canonical_call
+from apibank_bench.llm import ChatClient, Completion, ModelError, call_extra_body
+from apibank_bench.scoring.parsing import candidates, select_call
+from apibank_bench.data.tasks import Task
+from apibank_bench.agents.prompts import role_prompt, task_prompt, visible_schemas
+from apibank_bench.agents.solution import Solution
+from apibank_bench.agents.vote import canonical_call
 
 
 @dataclass

@@ -15,10 +15,10 @@ from html import escape
 from pathlib import Path
 from urllib.parse import quote
 
-from .compare import Run, compare_runs, format_p, load_run
-from .results import SUMMARY, TRACES, trace_name
-from .summary import STAGES, gold_api_name, is_correct, is_error, read_traces, summarize_rows
-from .sweep import SWEEP_CSV
+from apibank_bench.reports.compare import Run, compare_runs, format_p, load_run
+from apibank_bench.runs.results import SUMMARY, TRACES, trace_name
+from apibank_bench.runs.summary import STAGES, gold_api_name, is_correct, is_error, read_traces, summarize_rows
+from apibank_bench.reports.sweep_table import SWEEP_CSV
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -196,7 +196,7 @@ def copy_traces(runs: list[Run], out: Path) -> list[str]:
 
 
 def build_report(paths: list, out: Path, seed: int = 0) -> Path:
-    from . import plots
+    from apibank_bench.reports import plots
 
     runs = find_runs(paths)
     out = Path(out)

@@ -11,7 +11,7 @@ from typing import Any
 
 
 def _refuse(self, *args, **kwargs):
-    raise TypeError(f"{type(self).__name__} is read-only; copy it first (apibank_bench.frozen.thaw)")
+    raise TypeError(f"{type(self).__name__} is read-only; copy it first (apibank_bench.core.frozen.thaw)")
 
 
 class FrozenDict(dict):

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from .paths import LOCK_FILE, VENDORED_ROOT
+from apibank_bench.core.paths import LOCK_FILE, VENDORED_ROOT
 
 #: GitHub serves a file of a commit at <this>/<owner>/<repo>/<commit>/<path>.
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com"

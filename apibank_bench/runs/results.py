@@ -15,8 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable
 
-from .scoring import Score, Scorer
-from .tasks import Task, get_task
+from apibank_bench.scoring import Score, Scorer
+from apibank_bench.data.tasks import Task, get_task
 
 RESULTS = "results.jsonl"
 PREDICTIONS = "predictions.jsonl"
@@ -209,7 +209,7 @@ def put_in_order(path: Path, order: list[str]) -> None:
 def summarize(results: list[dict], config: dict | None = None, wall_time_s: float | None = None,
               selected: int | None = None, trace_dir: Path | None = None) -> dict:
     """summary.json (see summary.summarize_rows); `not_run`: selected instances with no line at all."""
-    from .summary import read_traces, summarize_rows
+    from apibank_bench.runs.summary import read_traces, summarize_rows
 
     summary = summarize_rows(results, read_traces(trace_dir))
     if selected is not None:

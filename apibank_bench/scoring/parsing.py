@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
-from .tasks import normalize_params
+from apibank_bench.data.tasks import normalize_params
 
 _CALL_RE = re.compile(r"\[(?P<name>[A-Za-z_]\w*)\((?P<args>.*?)\)\]", re.DOTALL)
 _CALL_START_RE = re.compile(r"\[(?P<name>[A-Za-z_]\w*)\(")

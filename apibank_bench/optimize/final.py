@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..results import read_jsonl, summarize
-from ..stats import mcnemar_exact
+from apibank_bench.runs.results import read_jsonl, summarize
+from apibank_bench.runs.stats import mcnemar_exact
 
 
 def _brief(summary: dict) -> dict:

@@ -15,11 +15,11 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from .agents import Solution, Solver
-from .redact import redact
-from .results import records
-from .scoring import Score, Scorer
-from .tasks import Task
+from apibank_bench.agents import Solution, Solver
+from apibank_bench.core.redact import redact
+from apibank_bench.runs.results import records
+from apibank_bench.scoring import Score, Scorer
+from apibank_bench.data.tasks import Task
 
 ERROR = "error"  #: the stage of an instance that has no answer to score
 #: One scoring at a time per process: it is CPU-bound (no gain from threads under the GIL), and each

@@ -153,7 +153,7 @@ SETTINGS: tuple[Setting, ...] = (
             "`normalized` (string values trimmed)", default="reference", choices=("reference", "normalized")),
     Setting("prompts_dir", "a folder `<topology>/<role>.txt` overriding the packaged role prompts"),
     Setting("toolsearcher_scorer", "how a ToolSearcher call is scored",
-            choices="apibank_bench.scoring.toolsearcher:SCORERS",
+            choices="apibank_bench.scoring.toolsearcher_scorers:SCORERS",
             default_text="`keyword` for Level 1, else `official`"),
     Setting("out_dir", "where results go (emptied when the first instance of a fresh run finishes)",
             default_text="`results/apibank/<topology>` (`<topology>_sdk` for sdk agents)"),
@@ -233,7 +233,7 @@ class _Base:
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as `summary.json` records them: secrets left out, URL credentials masked."""
-        from .redact import redact
+        from apibank_bench.core.redact import redact
 
         values = {s.name: getattr(self, s.name) for s in SETTINGS if not s.secret}
         values["base_url"] = [redact(url) for url in self.base_url]
@@ -386,10 +386,10 @@ def write_readme_table(readme: Path) -> None:
     readme.write_text(text[:start] + markdown_table() + text[end:], encoding="utf-8")
 
 
-if __name__ == "__main__":  # python -m apibank_bench.settings [--write-readme]
+if __name__ == "__main__":  # python -m apibank_bench.core.settings [--write-readme]
     import sys
 
     if "--write-readme" in sys.argv:
-        write_readme_table(Path(__file__).resolve().parents[1] / "README.md")
+        write_readme_table(Path(__file__).resolve().parents[2] / "README.md")
     else:
         print(markdown_table())

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from .frozen import freeze
-from .memo import load_once
-from .paths import LEVEL3_FILE, LEVEL_DIRS, require_root
+from apibank_bench.core.frozen import freeze
+from apibank_bench.core.memo import load_once
+from apibank_bench.core.paths import LEVEL3_FILE, LEVEL_DIRS, require_root
 
 LEVELS = ("1", "2", "3")
 

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from .. import specs
-from ..embedding import ModelUnavailable
-from ..frozen import thaw
-from ..registry import Registry
-from ..toolsearch.search import SEARCHER_FILE, Catalog, split_api_name
+from apibank_bench.data import specs
+from apibank_bench.apis.search.model import ModelUnavailable
+from apibank_bench.core.frozen import thaw
+from apibank_bench.core.registry import Registry
+from apibank_bench.apis.search.catalog import SEARCHER_FILE, Catalog, split_api_name
 
 API_NAME = "ToolSearcher"
 
@@ -65,8 +65,8 @@ def _score_keyword(task, params: Mapping[str, Any], root: Path) -> Verdict:
 # -- upstream (live search) ------------------------------------------------------------------
 
 def _score_upstream(task, params: Mapping[str, Any], root: Path) -> Verdict:
-    from ..apis.level12.tool_searcher import ToolSearcher
-    from ..environment import convert_parameters
+    from apibank_bench.apis.level12.tool_searcher import ToolSearcher
+    from apibank_bench.apis.environment import convert_parameters
 
     # Quirk (reference): the live search always uses the Levels 1-2 `apis` ToolSearcher,
     # even for Level-3 tasks, whose gold outputs describe `lv3_apis` APIs and so never match.
@@ -113,7 +113,7 @@ def _item_text(item: Mapping[str, Any]) -> str:
 
 
 def _build_frozen(root: Path, level: str) -> FrozenSearch:
-    from ..tasks import load_level
+    from apibank_bench.data.tasks import load_level
 
     outputs: dict[str, Any] = {}
     items: dict[str, Mapping[str, Any]] = {}

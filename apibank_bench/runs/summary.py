@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterable
 
-from .stats import wilson
+from apibank_bench.runs.stats import wilson
 
 STAGES = ("parse", "api_name", "score", "error")
 SMALL_N = 20  #: below this many instances an accuracy is flagged as too noisy to read alone

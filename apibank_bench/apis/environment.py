@@ -23,10 +23,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from . import specs
-from .apis import api_classes
-from .frozen import thaw
-from .memo import load_once
+from apibank_bench.data import specs
+from apibank_bench.apis import api_classes
+from apibank_bench.core.frozen import thaw
+from apibank_bench.core.memo import load_once
 
 _DB_LOCK = threading.Lock()
 

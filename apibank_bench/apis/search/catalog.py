@@ -1,8 +1,8 @@
 """Upstream ToolSearcher's search: the catalog it searches and its best-match rule.
 
-Shared by our two ToolSearcher APIs (catalogs built from `apibank_bench.specs`) and
+Shared by our two ToolSearcher APIs (catalogs built from `apibank_bench.data.specs`) and
 by the frozen `official` scorer (a catalog of recorded ToolSearcher outputs).
-Embeddings come from `apibank_bench.embedding`, imported only when a search runs;
+Embeddings come from `apibank_bench.apis.search.model`, imported only when a search runs;
 each catalog embeds its texts once per process.
 """
 
@@ -12,8 +12,8 @@ import threading
 from functools import cache
 from typing import Any, Mapping, Sequence
 
-from .. import specs
-from ..frozen import freeze, thaw
+from apibank_bench.data import specs
+from apibank_bench.core.frozen import freeze, thaw
 
 #: The file upstream's ToolSearcher leaves out of the folder it lists (besides
 #: `__init__.py` and `api.py`, which are not in our specs).
@@ -54,7 +54,7 @@ class Catalog:
         """One `encode(text)` per entry, as upstream computes them (computed once)."""
         with self._lock:
             if self._embeddings is None:
-                from .. import embedding
+                from apibank_bench.apis.search import model as embedding
 
                 self._embeddings = [embedding.encode(text) for text in self.texts]
             return self._embeddings
@@ -67,7 +67,7 @@ class Catalog:
         goes to the earlier entry. `keywords` is passed to `encode` untouched, so
         non-string input fails as it does upstream.
         """
-        from .. import embedding
+        from apibank_bench.apis.search import model as embedding
 
         desc_embeddings = self.embeddings()  # loads the model: ModelUnavailable if it cannot
         keyword_embedding = embedding.encode(keywords)

@@ -13,7 +13,7 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .memo import load_once
+from apibank_bench.core.memo import load_once
 
 #: The two API sets: upstream's folder names, which are also our keys.
 LEVEL12 = "apis"

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 #: The project checkout (the folder holding `vendor/`, `manifests/`, `bench_tests/`).
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 VENDOR_DIR = PROJECT_ROOT / "vendor"
 VENDORED_ROOT = VENDOR_DIR / "api-bank"
 LOCK_FILE = VENDOR_DIR / "apibank.lock.json"
@@ -27,7 +27,7 @@ class DataMissing(RuntimeError):
 
 def resolve_root(explicit: str | os.PathLike | None = None) -> Path:
     """`explicit` (from --apibank-root), else $APIBANK_ROOT, else vendor/api-bank/."""
-    from .settings import value_from_environment
+    from apibank_bench.core.settings import value_from_environment
 
     chosen = explicit or value_from_environment("root") or VENDORED_ROOT
     return Path(chosen).expanduser().resolve()

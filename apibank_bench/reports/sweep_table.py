@@ -1,0 +1,149 @@
+"""A sweep's tables: per cell and level the accuracy with its interval, and the spread over seeds."""
+
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+from pathlib import Path
+from typing import Mapping
+
+from apibank_bench.runs.results import write_atomic
+from apibank_bench.runs.sweep import Cell, status
+
+SWEEP_CSV, SWEEP_MD, SEEDS_CSV = "sweep.csv", "sweep.md", "sweep_seeds.csv"
+
+LEVEL_COLUMNS = ["status", "n", "correct", "errors", "accuracy", "wilson_low", "wilson_high"]
+CELL_COLUMNS = ["tokens", "tokens_per_instance", "instances_missing_usage", "wall_time_s"]
+
+
+def levels_of(cells: list[Cell]) -> list[str]:
+    return sorted({level for cell in cells if cell.summary for level in cell.summary.get("by_level", {})})
+
+
+def _part(part: dict) -> dict:
+    low, high = part["wilson_95"]
+    return {"n": part["total"], "correct": part["correct"], "errors": part["errors"],
+            "accuracy": round(part["accuracy"], 4), "wilson_low": round(low, 4), "wilson_high": round(high, 4)}
+
+
+def cell_rows(cells: list[Cell]) -> list[dict]:
+    """The long table: per cell an `overall` row (with the cell's tokens and wall time) and one per level."""
+    rows = []
+    for cell in cells:
+        base = {"folder": cell.path.name, **cell.values}
+        summary = cell.summary
+        if summary is None:
+            rows.append({**base, "level": "overall", "status": status(cell)})
+            continue
+        tokens = summary.get("tokens_per_instance") or {}
+        per_instance = tokens.get("total_per_instance")
+        rows.append({**base, "level": "overall", "status": status(cell), **_part(summary),
+                     "tokens": (summary.get("tokens") or {}).get("prompt_tokens", 0)
+                     + (summary.get("tokens") or {}).get("completion_tokens", 0),
+                     "tokens_per_instance": None if per_instance is None else round(per_instance, 1),
+                     "instances_missing_usage": tokens.get("instances_missing_usage"),
+                     "wall_time_s": summary.get("wall_time_s")})
+        for level, part in summary.get("by_level", {}).items():
+            rows.append({**base, "level": level, "status": status(cell), **_part(part)})
+    return rows
+
+
+def seed_rows(axes: Mapping[str, list[str]], cells: list[Cell]) -> list[dict]:
+    """Mean ± sample sd of accuracy over the seeds, per group of the other axes and per level."""
+    others = [name for name in axes if name != "seed"]
+    groups: dict[tuple, list[Cell]] = {}
+    for cell in cells:
+        groups.setdefault(tuple(cell.values[name] for name in others), []).append(cell)
+    rows = []
+    for key, members in groups.items():
+        ran = [cell.summary for cell in members if cell.summary]
+        for level in ["overall", *levels_of(members)]:
+            parts = [summary if level == "overall" else summary["by_level"][level]
+                     for summary in ran if level == "overall" or level in summary.get("by_level", {})]
+            accuracies = [part["accuracy"] for part in parts]
+            rows.append({**dict(zip(others, key)), "level": level, "seeds": len(accuracies),
+                         "all_complete": len(ran) == len(members) and all(s.get("complete") for s in ran),
+                         "mean_accuracy": round(statistics.fmean(accuracies), 4) if accuracies else None,
+                         "sd_accuracy": round(statistics.stdev(accuracies), 4) if len(accuracies) > 1 else None,
+                         "accuracies": " ".join(f"{a:.4f}" for a in accuracies)})
+    return rows
+
+
+def to_csv(rows: list[dict], columns: list[str]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({key: "" if row.get(key) is None else row.get(key) for key in columns})
+    return buffer.getvalue()
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _accuracy_text(part: dict) -> str:
+    text = f"{part['accuracy']:.1%} [{part['wilson_low']:.3f}, {part['wilson_high']:.3f}] {part['correct']}/{part['n']}"
+    return text + (f", {part['errors']} err" if part["errors"] else "")
+
+
+def cells_markdown(axes: Mapping[str, list[str]], cells: list[Cell], rows: list[dict]) -> str:
+    """One line per cell: overall and per-level accuracy with its interval, tokens and wall time."""
+    levels = levels_of(cells)
+    by_cell: dict[str, dict[str, dict]] = {}
+    for row in rows:
+        by_cell.setdefault(row["folder"], {})[row["level"]] = row
+    header = [*axes, "status", "accuracy [95% Wilson] correct/n", *(f"level {level}" for level in levels),
+              "tokens/instance", "wall time"]
+    lines = []
+    for cell in cells:
+        parts = by_cell[cell.path.name]
+        overall = parts["overall"]
+        if cell.summary is None:
+            lines.append([*cell.values.values(), overall["status"], *["—"] * (len(header) - len(axes) - 1)])
+            continue
+        per_instance = overall.get("tokens_per_instance")
+        wall = overall.get("wall_time_s")
+        lines.append([*cell.values.values(), overall["status"], _accuracy_text(overall),
+                      *(_accuracy_text(parts[level]) if level in parts else "—" for level in levels),
+                      "—" if per_instance is None else f"{per_instance:.0f}",
+                      "—" if wall is None else f"{wall:.1f} s"])
+    return _markdown(header, lines)
+
+
+def seeds_markdown(axes: Mapping[str, list[str]], rows: list[dict]) -> str:
+    others = [name for name in axes if name != "seed"]
+    levels = list(dict.fromkeys(row["level"] for row in rows))
+    groups: dict[tuple, dict[str, dict]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row[name] for name in others), {})[row["level"]] = row
+
+    def text(row: dict | None) -> str:
+        if not row or row["mean_accuracy"] is None:
+            return "—"
+        sd = "—" if row["sd_accuracy"] is None else f"{100 * row['sd_accuracy']:.1f}"
+        return f"{100 * row['mean_accuracy']:.1f} ± {sd} ({row['seeds']} seeds)"
+
+    header = [*others, *(f"{'overall' if level == 'overall' else 'level ' + level} accuracy % (mean ± sd)"
+                         for level in levels)]
+    return _markdown(header, [[*key, *(text(parts.get(level)) for level in levels)] for key, parts in groups.items()])
+
+
+def write_tables(out: Path, axes: Mapping[str, list[str]], cells: list[Cell]) -> str:
+    """sweep.csv, sweep.md (and sweep_seeds.csv when seed is an axis); returns the Markdown."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = cell_rows(cells)
+    write_atomic(out / SWEEP_CSV, to_csv(rows, ["folder", *axes, "level", *LEVEL_COLUMNS, *CELL_COLUMNS]))
+    markdown = f"## Sweep: {len(cells)} cells\n\n{cells_markdown(axes, cells, rows)}\n"
+    if "seed" in axes:
+        seeds = seed_rows(axes, cells)
+        others = [name for name in axes if name != "seed"]
+        write_atomic(out / SEEDS_CSV, to_csv(seeds, [*others, "level", "seeds", "all_complete", "mean_accuracy",
+                                                     "sd_accuracy", "accuracies"]))
+        markdown += f"\n## Accuracy over seeds {', '.join(axes['seed'])}\n\n{seeds_markdown(axes, seeds)}\n"
+    write_atomic(out / SWEEP_MD, markdown)
+    return markdown
