@@ -91,14 +91,16 @@ def run_benchmark(args) -> int:
 
 def run_merge(args) -> int:
     from apibank_bench.data.manifests import manifest_ids
+    from apibank_bench.runs.epochs import case_ids
     from apibank_bench.runs.results import PREDICTIONS, RESULTS, TRACES, RunFiles, read_summary
 
     out = Path(args.out)
     files = RunFiles(out)
-    level = None
+    level = epochs = None
     for directory in map(Path, args.dirs):
         if level is None:
-            level = ((read_summary(directory) or {}).get("config") or {}).get("run", {}).get("level")
+            recorded = ((read_summary(directory) or {}).get("config") or {}).get("run", {})
+            level, epochs = recorded.get("level"), recorded.get("epochs")
         for name in (PREDICTIONS, RESULTS):
             source = directory / name
             if source.is_file():
@@ -106,6 +108,6 @@ def run_merge(args) -> int:
                     handle.write(source.read_text(encoding="utf-8"))
         for trace in (directory / TRACES).glob("*.json"):
             shutil.copy2(trace, out / TRACES / trace.name)
-    summary = files.finalize(manifest_ids(level or "all"), config={"merged_from": [str(d) for d in args.dirs]})
+    summary = files.finalize(case_ids(manifest_ids(level or "all"), epochs or 1), config={"merged_from": [str(d) for d in args.dirs]})
     print(f"merged {summary['total']} instances into {out}: accuracy {summary['accuracy']:.1%}")
     return 0
