@@ -118,7 +118,7 @@ def min_detectable_difference(n: int, discordant_pairs: int, alpha: float = 0.05
 
     psi = discordant_pairs / n
     z_alpha, z_power = NormalDist().inv_cdf(1 - alpha / 2), NormalDist().inv_cdf(power)
-    gap = lambda delta: delta * math.sqrt(n) - z_alpha * math.sqrt(psi) - z_power * math.sqrt(psi - delta * delta)  # noqa: E731
+    gap = lambda delta: delta * math.sqrt(n) - z_alpha * math.sqrt(psi) - z_power * math.sqrt(max(psi - delta * delta, 0.0))  # noqa: E731
     low, high = 0.0, math.sqrt(psi)  # gap(low) < 0; a difference can be no larger than the discordance
     if gap(high) < 0:
         return None  # even the largest possible difference would go undetected at this n
