@@ -17,6 +17,7 @@ from itertools import combinations
 
 from apibank_bench.agents.chat_agent import EPOCH_SEED_STRIDE
 from apibank_bench.core.paths import PROJECT_ROOT
+from apibank_bench.reports.html import build_report
 from apibank_bench.runs.results import read_jsonl
 from apibank_bench.runs.stats import Z_95, clustered_interval, pass_at_k
 
@@ -105,6 +106,12 @@ def test_k_epochs_give_one_row_per_instance_and_epoch_and_the_repeat_statistics(
     assert epochs["instances_by_correct_epochs"] == {str(c): n for c, n in sorted(Counter(RIGHT.values()).items())}
     level = summary["by_level"]["1"]["epochs"]
     assert level["instances"] == sum(i.startswith("level-1::") for i in IDS)
+    assert "pass@4" in run.stdout and "flip rate" in run.stdout  # the closing table shows the repeats
+
+    page = build_report([tmp_path], tmp_path / "report").read_text()
+    assert "Repeats: epochs, pass@k, majority of K, flip rate" in page and "pass@4" in page
+    assert f"{100 * epochs['flip_rate']:.1f}%" in page
+    assert f"({RIGHT[IDS[1]]}/{K} epochs)" in page  # each instance's correct epochs
 
 
 def test_pytest_shows_one_case_per_instance_and_epoch_and_k_selects_an_instance(tmp_path):

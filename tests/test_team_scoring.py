@@ -9,6 +9,7 @@ import re
 
 from apibank_bench.agents.prompts import role_prompt
 from apibank_bench.data.tasks import get_task
+from apibank_bench.reports.html import build_report
 from apibank_bench.runs.results import read_jsonl
 from apibank_bench.runs.team import team_fields, vote_margin
 
@@ -56,6 +57,9 @@ def test_independent_majority_of_wrong_agents_outvotes_the_right_one(tmp_path):
     assert team["oracle_accuracy"] == 1.0 and team["team_accuracy"] == 0.0
     assert (team["lost_by_aggregation"], team["fixed_by_aggregation"]) == (6, 0)
     assert team["by_role"]["solver"] == {"turns": 24, "correct": 6, "accuracy": 0.25}
+    page = build_report([tmp_path], tmp_path / "report").read_text()
+    assert "Every agent scored: team, oracle and aggregation" in page and "lost by aggregation" in page
+    assert "<td>6</td><td>0.0%</td><td>100.0%</td><td>6</td><td>0</td><td>2.00</td>" in page
 
 
 def test_independent_tie_goes_to_the_earliest_agent_and_is_fixed_by_aggregation(tmp_path):
