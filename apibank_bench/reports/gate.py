@@ -103,7 +103,7 @@ class Gate:
         from apibank_bench.runs.provenance import provenance
 
         try:
-            self.baseline = load_run(Path(cfg.baseline), "baseline")
+            self.baseline = load_run(Path(cfg.baseline), str(cfg.baseline))
             check_baseline(self.baseline, {"run": cfg.to_dict(), "provenance": provenance(cfg)})
         except (FileNotFoundError, ValueError) as exc:
             raise pytest.UsageError(f"apibank: --apibank-baseline {cfg.baseline}: refused: {exc}") from None

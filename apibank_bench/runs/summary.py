@@ -260,6 +260,8 @@ def team_lines(team: dict | None) -> list[str]:
     line = (f"team {team['team_accuracy']:.1%}, oracle (some agent's final call right) {team['oracle_accuracy']:.1%}"
             f" of {team['instances']}; lost by aggregation {team['lost_by_aggregation']}, fixed by aggregation "
             f"{team['fixed_by_aggregation']}")
+    if "vote_margin" in team:
+        line += f"; mean vote margin {team['vote_margin']['mean']:.2f}"
     return [line, f"accuracy per role: {roles}"]
 
 
