@@ -81,13 +81,23 @@ def solve_and_score(task: Task, solver: Solver, scorer: Scorer, epoch: int = 0) 
         try:
             with _SCORING:
                 score = scorer.score(task, solution.answer)
-                agents = solution.trace.get("agents") or []
-                if len(agents) > 1:  # a team: score each agent's call with the same scorer
-                    team = team_fields(agents, solution.trace.get("vote"), lambda answer: scorer.score(task, answer))
         except Exception as exc:  # a scorer bug is the harness's failure, not the answer's
             score = Score(False, ERROR, f"scorer crashed: {type(exc).__name__}: {exc}")
-            team = None
+        team = _score_agents(task, solution, scorer) if score.stage != ERROR else None
     return _result(task, solution, score, elapsed, endpoint_failure, epoch, team)
+
+
+def _score_agents(task: Task, solution: Solution, scorer: Scorer) -> dict | None:
+    """A team's agents scored with the same scorer (runs.team); None for a single agent. A crash
+    here costs only the agents' scores (recorded), never the team's verdict."""
+    agents = solution.trace.get("agents") or []
+    if len(agents) < 2:
+        return None
+    try:
+        with _SCORING:
+            return team_fields(agents, solution.trace.get("vote"), lambda answer: scorer.score(task, answer))
+    except Exception as exc:  # noqa: BLE001
+        return {"agents_correct": None, "agents_error": f"scorer crashed: {type(exc).__name__}: {exc}"}
 
 
 def error_result(task: Task, message: str, epoch: int = 0) -> InstanceResult:
