@@ -150,3 +150,22 @@ def test_resume_after_a_kill_mid_epoch_completes_every_instance_and_epoch_once(t
     assert sorted(keys) == sorted((i, e) for e in range(3) for i in IDS) and len(set(keys)) == 30
     assert all(row["correct"] == right_in(row["id"], row["epoch"]) for row in rows)
     assert len(read_jsonl(tmp_path / "predictions.jsonl")) == 30
+
+
+def test_shards_split_the_cases_and_merge_back_into_the_whole_run(tmp_path):
+    from test_bench_suite import stable
+
+    args = ("--apibank-model", "gold", "--apibank-limit", "5", "--apibank-epochs", "2")
+    whole, first, second, merged = (tmp_path / name for name in ("whole", "s1", "s2", "merged"))
+    assert bench(whole, *args).returncode == 0
+    assert bench(first, *args, "--apibank-shard", "1/2").returncode == 0
+    assert bench(second, *args, "--apibank-shard", "2/2").returncode == 0
+    keys = lambda out: [(row["id"], row["epoch"]) for row in read_jsonl(out / "results.jsonl")]  # noqa: E731
+    everything = [(i, e) for e in range(2) for i in EVAL_IDS[:5]]
+    assert keys(first) == everything[0::2] and keys(second) == everything[1::2]  # per case, not per instance
+    merge = subprocess.run([sys.executable, "-m", "apibank_bench", "merge", str(first), str(second),
+                            "--out", str(merged)], capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert merge.returncode == 0, merge.stderr
+    assert keys(merged) == keys(whole) == everything
+    assert stable(read_jsonl(merged / "results.jsonl")) == stable(read_jsonl(whole / "results.jsonl"))
+    assert len(list((merged / "traces").glob("*.json"))) == 10

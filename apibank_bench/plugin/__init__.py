@@ -38,24 +38,26 @@ def run_config(config) -> settings.RunConfig:
     return config.stash[CONFIG]
 
 
-def selected_ids(config) -> list[str]:
-    """This run's instances in manifest order (before resume), sharded if asked."""
+def selected_cases(config) -> list[str]:
+    """This run's cases (runs.epochs: one per instance and epoch) in the order they run, before
+    resume; a shard takes every n-th case, so with one epoch every n-th instance."""
     if IDS not in config.stash:
         cfg = run_config(config)
         try:
             ids = select(cfg.level, cfg.limit, cfg.offset, cfg.only or None)
         except (FileNotFoundError, ValueError) as exc:
             raise pytest.UsageError(f"apibank: {exc}") from None
+        cases = case_ids(ids, cfg.epochs)
         if cfg.shard:
             index, count = cfg.shard
-            ids = ids[index - 1::count]
-        config.stash[IDS] = ids
+            cases = cases[index - 1::count]
+        config.stash[IDS] = cases
     return config.stash[IDS]
 
 
-def selected_cases(config) -> list[str]:
-    """This run's cases (runs.epochs: one per instance and epoch), in the order they run."""
-    return case_ids(selected_ids(config), run_config(config).epochs)
+def selected_ids(config) -> list[str]:
+    """The instances of this run's cases, in manifest order."""
+    return list(dict.fromkeys(split_case(case)[0] for case in selected_cases(config)))
 
 
 def is_worker(config) -> bool:
