@@ -120,7 +120,8 @@ def run_facts(run: Run) -> dict:
     """What a comparison says about each run on its own: epochs, flip rate, mean accuracy over the
     epochs, tokens per correct answer."""
     facts: dict = {"name": run.name, "path": str(run.path), "instances": len({row["id"] for row in run.rows}),
-                   "tokens_per_correct": tokens_per_correct(run.rows)}
+                   "tokens_per_correct": tokens_per_correct(run.rows),
+                   "tokens_per_correct_by_role": run.summary.get("tokens_per_correct_by_role") or {}}
     if any(row.get("epoch") for row in run.rows):
         repeats = epoch_summary(run.rows)
         facts.update(epochs=repeats["epochs"], flip_rate=repeats["flip_rate"],
@@ -216,6 +217,11 @@ def run_line(facts: dict) -> str:
     if per_correct["tokens_per_correct"] is not None and per_correct["tokens"]:
         low, high = per_correct["ci_95"]
         parts.append(f"tokens per correct answer {per_correct['tokens_per_correct']:.0f} [{low:.0f}, {high:.0f}]")
+    roles = [f"{role} {part['tokens_per_correct']:.0f} [{part['ci_95'][0]:.0f}, {part['ci_95'][1]:.0f}]"
+             for role, part in (facts.get("tokens_per_correct_by_role") or {}).items()
+             if part.get("tokens_per_correct") is not None and part.get("ci_95")]
+    if len(roles) > 1:
+        parts.append("per role " + ", ".join(roles))
     if "epochs" in facts:
         low, high = facts["clustered_95"]
         parts.append(f"{facts['epochs']} epochs: mean accuracy {facts['mean_accuracy_over_epochs']:.1%} "
