@@ -1,2 +1,3 @@
-# The benchmark's pytest plugin: options (--apibank-*), instance parametrization, results files.
-pytest_plugins = ["apibank_bench.plugin"]
+# The benchmark's pytest plugins: options (--apibank-*), instance parametrization, results files;
+# and the regression gate (--apibank-baseline), which sits above them on the paired comparison.
+pytest_plugins = ["apibank_bench.plugin", "apibank_bench.reports.gate"]

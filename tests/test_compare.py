@@ -126,3 +126,36 @@ def test_cli_table_and_json(runs, capsys):
     assert cli_main(["compare", str(run_a), str(run_b)]) == 0
     table = capsys.readouterr().out
     assert "run_b vs baseline run_a" in table and "overall" in table and "McNemar p" in table
+
+
+def test_the_minimum_detectable_difference_comes_from_the_observed_discordance(runs):
+    from statistics import NormalDist
+
+    from apibank_bench.reports.compare import format_table
+
+    tasks, run_a, run_b = runs
+    result = compare([run_a, run_b])
+    overall = result["comparisons"][0]["overall"]
+    delta, psi, n = overall["min_detectable_difference"], (19 + 9) / 100, 100
+    z = NormalDist().inv_cdf
+    # Connor's equation for the paired design holds at the reported difference.
+    assert delta * n ** 0.5 == pytest.approx(z(0.975) * psi ** 0.5 + z(0.8) * (psi - delta ** 2) ** 0.5, abs=1e-6)
+    assert f"{delta:.1%}" in format_table(result).splitlines()[5] and "MDD 80%" in format_table(result)
+
+
+def test_runs_of_several_epochs_pair_on_epoch_0_and_show_their_flip_rate(tmp_path):
+    from apibank_bench.reports.compare import compare_runs, Run
+
+    def rows(outcomes: dict[str, tuple]) -> list[dict]:
+        return [{"id": i, "epoch": e, "level": "1", "correct": bool(hit), "stage": "score", "model_calls": 0}
+                for i, hits in outcomes.items() for e, hit in enumerate(hits)]
+
+    single = Run("single", tmp_path, rows({"a": (1,), "b": (0,), "c": (1,)}), {})
+    repeated = Run("repeated", tmp_path, rows({"a": (0, 1, 1), "b": (0, 0, 0), "c": (1, 1, 1)}), {})
+    result = compare_runs([single, repeated])
+    overall = result["comparisons"][0]["overall"]
+    assert overall["n"] == 3 and overall["lost"] == ["a"]  # epoch 0 of each instance: a lost, b and c equal
+    facts = result["runs"][1]
+    assert (facts["epochs"], facts["instances"]) == (3, 3)
+    assert facts["flip_rate"] == pytest.approx(1 / 3) and facts["mean_accuracy_over_epochs"] == pytest.approx(5 / 9)
+    assert "epochs" not in result["runs"][0]

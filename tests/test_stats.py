@@ -89,3 +89,34 @@ def test_bootstrap_of_identical_runs_is_a_point():
     baseline = [True, False, True, True]
     assert paired_bootstrap(baseline, baseline) == (0.0, 0.0)
     assert paired_bootstrap([], []) == (0.0, 0.0)
+
+
+def test_min_detectable_difference_has_about_80_percent_exact_power():
+    import math as _math
+
+    from apibank_bench.runs.stats import mcnemar_exact, min_detectable_difference
+
+    n, discordant_pairs = 100, 20
+    delta = min_detectable_difference(n, discordant_pairs)
+    psi = discordant_pairs / n
+    # The exact McNemar test's power at that difference, by summing over every (b, c) outcome.
+    p_lost, p_won = (psi + delta) / 2, (psi - delta) / 2
+    power = 0.0
+    for b in range(n + 1):
+        for c in range(n + 1 - b):
+            if mcnemar_exact(b, c) < 0.05:
+                ways = _math.comb(n, b) * _math.comb(n - b, c)
+                power += ways * p_lost ** b * p_won ** c * (1 - psi) ** (n - b - c)
+    assert 0.7 < power < 0.9, (delta, power)
+    assert min_detectable_difference(400, 80) < delta  # four times the instances: about half the difference
+    assert min_detectable_difference(100, 0) is None
+
+
+def test_ratio_bootstrap_brackets_the_ratio():
+    from apibank_bench.runs.stats import ratio_bootstrap
+
+    tokens, correct = [100, 120, 90, 300, 110] * 4, [1, 1, 0, 1, 1] * 4
+    low, high = ratio_bootstrap(tokens, correct)
+    assert low < sum(tokens) / sum(correct) < high
+    assert ratio_bootstrap([5, 5], [1, 1]) == (5.0, 5.0)
+    assert ratio_bootstrap([5, 5], [0, 0]) is None

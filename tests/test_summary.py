@@ -95,4 +95,5 @@ def test_terminal_table_shows_intervals_errors_and_flags():
     assert lines[3].startswith("overall") and lines[3].endswith("errors")
     assert "accuracy over the 31 completed instances: 100.0%" in lines
     assert "failures by stage: parse 0, api_name 0, score 0, error 2" in lines
-    assert lines[-1] == "tokens per instance: 12 (usage missing for 32 instances)"
+    assert lines[-2] == "tokens per instance: 12 (usage missing for 32 instances)"
+    assert lines[-1] == "tokens per correct answer: 12 [12, 12]"  # the instance with usage is right

@@ -100,7 +100,8 @@ def test_a_seed_axis_adds_the_mean_and_sd_over_seeds(tmp_path, capsys):
     assert float(overall["0.5"]["mean_accuracy"]) == 0.75
     assert float(overall["0.5"]["sd_accuracy"]) == pytest.approx(0.3536, abs=1e-4)
     markdown = (out / SWEEP_MD).read_text()
-    assert "| 0 | 50.0 ± 70.7 (2 seeds) |" in markdown and "| 0.5 | 75.0 ± 35.4 (2 seeds) |" in markdown
+    assert "| 0 | 50.0 ± 70.7 (2 seeds, 0.0–100.0) |" in markdown
+    assert "| 0.5 | 75.0 ± 35.4 (2 seeds, 50.0–100.0) |" in markdown
     assert markdown in capsys.readouterr().out
 
 
@@ -157,3 +158,24 @@ def test_cells_that_an_axis_does_not_change_are_answered_from_the_cache(tmp_path
         assert code == 0 and len(stub.chat_requests) == 3  # the team size of `single` changes no request
     runs = [summary_of(tmp_path / "sweep" / name) for name in ("team_size=2", "team_size=4")]
     assert runs[0]["correct"] == runs[1]["correct"] and runs[1]["total"] == 3
+
+
+def test_a_cell_of_several_epochs_reports_its_spread_across_the_epochs(tmp_path):
+    from apibank_bench.reports.sweep_table import write_tables
+    from apibank_bench.runs.summary import summarize_rows
+    from apibank_bench.runs.sweep import Cell
+
+    def row(task_id: str, epoch: int, correct: bool) -> dict:
+        return {"id": task_id, "epoch": epoch, "level": "1", "correct": correct, "stage": "score", "model_calls": 0}
+
+    # Epoch 0: a and b right; epoch 1: all four; epoch 2: none. Every instance flips.
+    outcomes = {"a": (1, 1, 0), "b": (1, 1, 0), "c": (0, 1, 0), "d": (0, 1, 0)}
+    rows = [row(task_id, e, bool(hit)) for e in range(3) for task_id, hits in outcomes.items() for hit in [hits[e]]]
+    summary = {**summarize_rows(rows), "complete": True}
+    cell = Cell({"epochs": "3"}, {}, tmp_path / "epochs=3", summary=summary)
+    markdown = write_tables(tmp_path, {"epochs": ["3"]}, [cell])
+    overall = [r for r in csv_rows(tmp_path / SWEEP_CSV) if r["level"] == "overall"][0]
+    assert overall["epoch_accuracies"] == "0.5000 1.0000 0.0000"
+    assert float(overall["sd_over_epochs"]) == pytest.approx(0.5)  # sd of 0.5, 1, 0
+    assert float(overall["flip_rate"]) == 1.0  # every instance is right in some epochs and wrong in others
+    assert "sd 50.0 points over 3 epochs, flip rate 100.0%" in markdown

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -12,6 +14,23 @@ from apibank_bench.data.tasks import Task
 from apibank_bench.agents.prompts import role_prompt, task_prompt, visible_schemas
 from apibank_bench.agents.solution import Solution
 from apibank_bench.agents.vote import canonical_call
+
+#: Epoch e of a run (`--apibank-epochs`) samples with every seed moved by e * EPOCH_SEED_STRIDE, so
+#: epoch 0 sends the protocol's own seeds; the stride is far above any seed a team of 10 uses in
+#: 99 rounds, so two epochs never share a seed (nor a cached answer).
+EPOCH_SEED_STRIDE = 10_000
+#: The epoch the current instance is solved for: set around one solve (`solving_epoch`), it reaches
+#: every agent of the team, LangGraph's node threads included (they run in a copy of the context).
+_EPOCH: contextvars.ContextVar[int] = contextvars.ContextVar("apibank_epoch", default=0)
+
+
+@contextmanager
+def solving_epoch(epoch: int):
+    token = _EPOCH.set(epoch)
+    try:
+        yield
+    finally:
+        _EPOCH.reset(token)
 
 
 @dataclass
@@ -29,6 +48,7 @@ class AgentTurn:
     latency_s: float = 0.0
     cached: bool = False
     error: str | None = None
+    emits_call: bool = True  #: False for a free-text turn (a delegation): not scored as a call
     tool_calls: list[dict[str, str]] = field(default_factory=list)  #: an SDK agent's tool calls ({name, arguments})
 
     def to_dict(self) -> dict[str, Any]:
@@ -55,13 +75,14 @@ class Agents:
 
         `show_task=False` shows only `context` (a manager's delegation).
         `emits_call=False` marks a free-text turn (a delegation), never grammar-constrained.
-        Each agent samples with its own seed (seed + index + round * 100), so a team
-        is not N copies of one cached answer.
+        Each agent samples with its own seed (`seed`), so a team is not N copies of one
+        cached answer.
         """
         config = self.model.config
         constrain = emits_call and config.use_grammar
         extra = call_extra_body(visible_schemas(task), config.server_kind) if constrain else None
-        turn = AgentTurn(role=role, messages=self.messages(task, role, context, show_task), round=round, index=index)
+        turn = AgentTurn(role=role, messages=self.messages(task, role, context, show_task), round=round, index=index,
+                         emits_call=emits_call)
         try:
             completion = self.model.complete(turn.messages, extra_body=extra, seed=self.seed(index, round))
         except ModelError as exc:
@@ -75,7 +96,8 @@ class Agents:
                 {"role": "user", "content": user}]
 
     def seed(self, index: int, round: int) -> int:
-        return self.model.config.seed + index + 100 * round
+        """The agent's sampling seed: the run's seed + index + 100 * round, moved by the epoch's offset."""
+        return self.model.config.seed + EPOCH_SEED_STRIDE * _EPOCH.get() + index + 100 * round
 
     @staticmethod
     def answered(turn: AgentTurn, completion: Completion, answer: str) -> AgentTurn:

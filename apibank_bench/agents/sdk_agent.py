@@ -116,7 +116,7 @@ class SdkAgents(Agents):
         messages = self.messages(task, role, context, show_task)
         if emits_call:
             messages[0]["content"] += "\n" + TOOL_NOTE
-        turn = AgentTurn(role=role, messages=messages, round=round, index=index)
+        turn = AgentTurn(role=role, messages=messages, round=round, index=index, emits_call=emits_call)
         bridge = ClientBridge(self.model, self.seed(index, round))
         agent = Agent(name=role, instructions=messages[0]["content"],
                       tools=[function_tool(schema) for schema in visible_schemas(task)] if emits_call else [],

@@ -3,8 +3,9 @@
 Exit codes of `run`: 0 every selected instance has a scored answer (wrong answers
 are results, not failures); 1 some instances errored or did not run (the results
 are incomplete: `--resume` finishes them); 2 bad usage, a bad or missing data root,
-or an empty selection; 3 the model endpoint is unreachable (or pytest failed
-internally); 130 interrupted.
+an empty selection or a refused `--baseline`; 3 the model endpoint is unreachable (or
+pytest failed internally); 4 the run is significantly worse than `--baseline`; 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from apibank_bench.core.paths import PROJECT_ROOT
 
 BENCH_TESTS = PROJECT_ROOT / "bench_tests"
 INCOMPLETE = 1
+REGRESSION = 4
 
 
 def register(sub) -> None:
@@ -55,6 +57,7 @@ class _Outcome:
 
     summary: dict | None = None
     stopped: str | None = None
+    regression: bool = False
 
     def pytest_sessionfinish(self, session) -> None:
         reason = session.shouldstop
@@ -63,6 +66,8 @@ class _Outcome:
     def pytest_unconfigure(self, config) -> None:
         writer = config.pluginmanager.get_plugin("apibank-writer")
         self.summary = getattr(writer, "summary", None)
+        verdict = getattr(config.pluginmanager.get_plugin("apibank-gate"), "verdict", None)
+        self.regression = bool(verdict and verdict.worse)
 
 
 def run_benchmark(args) -> int:
@@ -85,20 +90,24 @@ def run_benchmark(args) -> int:
         return 2
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         return int(code)
+    if outcome.regression:
+        return REGRESSION
     summary = outcome.summary or {}
     return INCOMPLETE if summary.get("errors") or summary.get("not_run") else 0
 
 
 def run_merge(args) -> int:
     from apibank_bench.data.manifests import manifest_ids
+    from apibank_bench.runs.epochs import case_ids
     from apibank_bench.runs.results import PREDICTIONS, RESULTS, TRACES, RunFiles, read_summary
 
     out = Path(args.out)
     files = RunFiles(out)
-    level = None
+    level = epochs = None
     for directory in map(Path, args.dirs):
         if level is None:
-            level = ((read_summary(directory) or {}).get("config") or {}).get("run", {}).get("level")
+            recorded = ((read_summary(directory) or {}).get("config") or {}).get("run", {})
+            level, epochs = recorded.get("level"), recorded.get("epochs")
         for name in (PREDICTIONS, RESULTS):
             source = directory / name
             if source.is_file():
@@ -106,6 +115,6 @@ def run_merge(args) -> int:
                     handle.write(source.read_text(encoding="utf-8"))
         for trace in (directory / TRACES).glob("*.json"):
             shutil.copy2(trace, out / TRACES / trace.name)
-    summary = files.finalize(manifest_ids(level or "all"), config={"merged_from": [str(d) for d in args.dirs]})
+    summary = files.finalize(case_ids(manifest_ids(level or "all"), epochs or 1), config={"merged_from": [str(d) for d in args.dirs]})
     print(f"merged {summary['total']} instances into {out}: accuracy {summary['accuracy']:.1%}")
     return 0

@@ -81,6 +81,13 @@ def _at_least(minimum: int, kind: Callable[[Any], Any] = int) -> Callable[[Any],
     return parse
 
 
+def parse_alpha(text: Any) -> float:
+    value = float(text)
+    if not 0 < value < 1:
+        raise ValueError(f"a significance level must be between 0 and 1, got {text!r}")
+    return value
+
+
 # -- the table ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -165,6 +172,11 @@ SETTINGS: tuple[Setting, ...] = (
             _at_least(0, float), 600.0),
     Setting("max_consecutive_errors", "stop the run after this many instances in a row fail at the endpoint "
             "(0 = never)", _at_least(0), 10),
+    Setting("epochs", "solve every instance K times; epoch e samples with every seed moved by e x 10000 (epoch 0: "
+            "the protocol's seeds); one row, case and trace per (instance, epoch)", _at_least(1), 1),
+    Setting("baseline", "a results folder to gate against: after the run, pair on the shared instances and fail "
+            "the session only if the run is significantly worse (exact McNemar)"),
+    Setting("gate_alpha", "the regression gate's significance level (with `--apibank-baseline`)", parse_alpha, 0.05),
     # the model
     Setting("model", "model name; `gold` replays the gold calls (a harness self-check)", group="model",
             default_text="the embedded model"),

@@ -15,7 +15,8 @@ import pytest
 
 from apibank_bench.core import settings
 from apibank_bench.data.manifests import select
-from apibank_bench.runs.results import cap_strings, finished_ids, to_json
+from apibank_bench.runs.epochs import case_ids, split_case
+from apibank_bench.runs.results import cap_strings, finished_keys, to_json
 from apibank_bench.data.tasks import split_combined_id
 from apibank_bench.plugin.keys import CONFIG, IDS, POOL, RESULT, USER_PROPERTY
 
@@ -37,19 +38,26 @@ def run_config(config) -> settings.RunConfig:
     return config.stash[CONFIG]
 
 
-def selected_ids(config) -> list[str]:
-    """This run's instances in manifest order (before resume), sharded if asked."""
+def selected_cases(config) -> list[str]:
+    """This run's cases (runs.epochs: one per instance and epoch) in the order they run, before
+    resume; a shard takes every n-th case, so with one epoch every n-th instance."""
     if IDS not in config.stash:
         cfg = run_config(config)
         try:
             ids = select(cfg.level, cfg.limit, cfg.offset, cfg.only or None)
         except (FileNotFoundError, ValueError) as exc:
             raise pytest.UsageError(f"apibank: {exc}") from None
+        cases = case_ids(ids, cfg.epochs)
         if cfg.shard:
             index, count = cfg.shard
-            ids = ids[index - 1::count]
-        config.stash[IDS] = ids
+            cases = cases[index - 1::count]
+        config.stash[IDS] = cases
     return config.stash[IDS]
+
+
+def selected_ids(config) -> list[str]:
+    """The instances of this run's cases, in manifest order."""
+    return list(dict.fromkeys(split_case(case)[0] for case in selected_cases(config)))
 
 
 def is_worker(config) -> bool:
@@ -97,23 +105,24 @@ def pytest_sessionstart(session):
 def pytest_generate_tests(metafunc):
     if "apibank_task_id" not in metafunc.fixturenames:
         return
+    # One case per instance and epoch; its ID starts with the task ID, so `-k` selects instances as ever.
     params = [
-        pytest.param(task_id, id=task_id, marks=getattr(pytest.mark, f"level{split_combined_id(task_id)[0]}"))
-        for task_id in ids_to_run(metafunc.config)
+        pytest.param(case, id=case, marks=getattr(pytest.mark, f"level{split_combined_id(split_case(case)[0])[0]}"))
+        for case in ids_to_run(metafunc.config)
     ]
     metafunc.parametrize("apibank_task_id", params)
 
 
 def ids_to_run(config) -> list[str]:
-    """The selection, less what a resumed run already finished (errored instances run again)."""
+    """The selection's cases, less what a resumed run already finished (errored cases run again)."""
     cfg = run_config(config)
-    ids = selected_ids(config)
-    if not ids:
+    if not selected_ids(config):
         raise pytest.UsageError("apibank: the selection is empty (check --apibank-level/-limit/-offset/-only/-shard)")
+    cases = selected_cases(config)
     if cfg.resume:
-        done = finished_ids(Path(cfg.results_dir))
-        ids = [task_id for task_id in ids if task_id not in done]
-    return ids
+        done = finished_keys(Path(cfg.results_dir))
+        cases = [case for case in cases if split_case(case) not in done]
+    return cases
 
 
 def my_instances(session) -> list[str]:

@@ -3,7 +3,7 @@
 import pytest
 
 CONFIG = pytest.StashKey["object"]()  #: the resolved RunConfig
-IDS = pytest.StashKey[list]()  #: the selected instance IDs, in manifest order
+IDS = pytest.StashKey[list]()  #: the selected case IDs (runs.epochs), in run order
 POOL = pytest.StashKey["object"]()  #: this process's InstancePool
 MODEL = pytest.StashKey["object"]()  #: this process's ChatClient (None for the gold self-check)
 RESULT = pytest.StashKey[dict]()  #: an item's results.jsonl line

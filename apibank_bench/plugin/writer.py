@@ -18,7 +18,8 @@ from apibank_bench.runs.provenance import now
 from apibank_bench.runs.results import RunFiles, read_summary
 from apibank_bench.runs.summary import add_summary_to_json_report, table_lines
 from apibank_bench.data.tasks import get_task
-from apibank_bench.plugin import ids_to_run, run_config, selected_ids
+from apibank_bench.plugin import ids_to_run, run_config, selected_cases, selected_ids
+from apibank_bench.runs.epochs import row_key, split_case
 from apibank_bench.plugin.keys import MODEL, USER_PROPERTY
 
 PROGRESS_EVERY_S = 10.0
@@ -30,7 +31,7 @@ class Writer:
         self.files: RunFiles | None = None
         self.started = time.time()
         self.started_at = now()
-        self.seen: set[str] = set()
+        self.seen: set[tuple[str, int]] = set()  #: (instance, epoch) keys written
         self.done = self.correct = self.errors = 0
         self.last_progress = time.monotonic()
         self.summary: dict | None = None
@@ -56,19 +57,19 @@ class Writer:
         nodeid = report.nodeid
         if "test_apibank[" not in nodeid:
             return
-        task_id = nodeid.split("[", 1)[1][:-1]
+        task_id, epoch = split_case(nodeid.split("[", 1)[1][:-1])
         try:
             task = get_task(task_id, root=run_config(self.config).root)
         except (KeyError, ValueError, OSError):
             return
         message = f"harness crash: the test process died ({str(report.longrepr).strip().splitlines()[0][:200]})"
-        self.add(error_result(task, message).payload)
+        self.add(error_result(task, message, epoch).payload)
 
     def add(self, payload: dict) -> None:
         result = payload["result"]
-        if result["id"] in self.seen:
+        if row_key(result) in self.seen:
             return
-        self.seen.add(result["id"])
+        self.seen.add(row_key(result))
         if self.files is None:
             cfg = run_config(self.config)
             self.files = RunFiles(Path(cfg.results_dir), resume=cfg.resume)
@@ -113,7 +114,7 @@ class Writer:
                     wall_time += (read_summary(self.files.out_dir) or {}).get("wall_time_s") or 0
                 except ValueError:
                     pass  # a summary cut by a kill: its time is lost, the results are not
-            self.summary = self.files.finalize(selected_ids(self.config), config=self.metadata(cfg),
+            self.summary = self.files.finalize(selected_cases(self.config), config=self.metadata(cfg),
                                                wall_time_s=wall_time)
 
     def metadata(self, cfg) -> dict:

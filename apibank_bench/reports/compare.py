@@ -2,9 +2,16 @@
 
 The first run is the baseline; every other run is compared to it, overall and per level: each
 accuracy, the difference with a seeded paired-bootstrap 95 % interval, the exact McNemar test,
-and the instances won and lost. Rows that are infrastructure errors in either run are left out
-of the pairing (and counted). Runs whose recorded data, manifest, scorer or selection differ
-are not comparable: `compare` refuses them unless forced.
+and the instances won and lost, and the minimum detectable difference: the smallest difference
+this paired design (its n, with the discordance it showed) detects with 80 % power. Rows that
+are infrastructure errors in either run are left out of the pairing (and counted). Runs whose
+recorded data, manifest, scorer or selection differ are not comparable: `compare` refuses them
+unless forced.
+
+Runs of several epochs are paired on epoch 0 (the epoch whose seeds a run without epochs uses),
+one pair per instance, so the exact McNemar test stays valid; each run's mean accuracy over its
+epochs and its flip rate (the share of instances that are right in some epochs only) are given
+beside. Each run's tokens per correct answer (runs.summary.tokens_per_correct) too.
 """
 
 from __future__ import annotations
@@ -15,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apibank_bench.runs.results import RESULTS, read_jsonl, read_summary
-from apibank_bench.runs.stats import discordant, mcnemar_exact, paired_bootstrap
-from apibank_bench.runs.summary import is_correct, is_error
+from apibank_bench.runs.epochs import epoch_summary, row_key
+from apibank_bench.runs.stats import discordant, mcnemar_exact, min_detectable_difference, paired_bootstrap
+from apibank_bench.runs.summary import is_correct, is_error, tokens_per_correct
 
 #: What must agree between compared runs, as paths into summary.json's `config` (first present wins).
 GUARDED = {
@@ -70,13 +78,13 @@ def guarded_values(config: dict) -> dict[str, dict[str, object]]:
     return values
 
 
-def mismatches(runs: list[Run]) -> list[str]:
-    """One message per aspect on which a run differs from the baseline at a path both recorded."""
+def mismatches(runs: list[Run], aspects=tuple(GUARDED)) -> list[str]:
+    """One message per aspect (of `aspects`) on which a run differs from the baseline at a path both recorded."""
     base = guarded_values(runs[0].config)
     messages = []
     for run in runs[1:]:
         values = guarded_values(run.config)
-        for aspect in GUARDED:
+        for aspect in aspects:
             # The first path both runs recorded decides (a hash, where there is one, before the raw options).
             common = [path for path in GUARDED[aspect] if path in values[aspect] and path in base[aspect]][:1]
             theirs = {path: values[aspect][path] for path in common}
@@ -97,14 +105,33 @@ def paired_stats(ids: list[str], base: dict[str, dict], other: dict[str, dict], 
     low, high = paired_bootstrap(a, o, seed=seed)
     return {"n": n, "accuracy_baseline": acc_a, "accuracy_run": acc_o, "difference": acc_o - acc_a,
             "ci_95": [low, high], "mcnemar_p": mcnemar_exact(b, c),
+            "min_detectable_difference": min_detectable_difference(n, b + c),
             "baseline_only_correct": b, "run_only_correct": c,
             "won": [i for i, x, y in zip(ids, a, o) if y and not x],
             "lost": [i for i, x, y in zip(ids, a, o) if x and not y]}
 
 
+def first_epoch(rows: list[dict]) -> dict[str, dict]:
+    """The rows that take part in a pairing, by instance: epoch 0's (every row of a run without epochs)."""
+    return {row["id"]: row for row in rows if row_key(row)[1] == 0}
+
+
+def run_facts(run: Run) -> dict:
+    """What a comparison says about each run on its own: epochs, flip rate, mean accuracy over the
+    epochs, tokens per correct answer."""
+    facts: dict = {"name": run.name, "path": str(run.path), "instances": len({row["id"] for row in run.rows}),
+                   "tokens_per_correct": tokens_per_correct(run.rows),
+                   "tokens_per_correct_by_role": run.summary.get("tokens_per_correct_by_role") or {}}
+    if any(row.get("epoch") for row in run.rows):
+        repeats = epoch_summary(run.rows)
+        facts.update(epochs=repeats["epochs"], flip_rate=repeats["flip_rate"],
+                     mean_accuracy_over_epochs=repeats["mean_accuracy"], clustered_95=repeats["clustered_95"])
+    return facts
+
+
 def compare_pair(baseline: Run, run: Run, seed: int = 0) -> dict:
-    base = {row["id"]: row for row in baseline.rows}
-    other = {row["id"]: row for row in run.rows}
+    base = first_epoch(baseline.rows)
+    other = first_epoch(run.rows)
     shared = [i for i in base if i in other]
     paired = [i for i in shared if not is_error(base[i]) and not is_error(other[i])]
     levels: dict[str, list[str]] = {}
@@ -130,7 +157,7 @@ def compare_runs(runs: list[Run], seed: int = 0, force: bool = False) -> dict:
     problems += [f"{comp['run']} and {comp['baseline']} have no instance to pair" for comp in comparisons
                  if not comp["paired"]]
     return {"baseline": runs[0].name, "seed": seed, "warnings": problems,
-            "runs": [{"name": run.name, "path": str(run.path), "instances": len(run.rows)} for run in runs],
+            "runs": [run_facts(run) for run in runs],
             "comparisons": comparisons}
 
 
@@ -157,16 +184,46 @@ def format_table(result: dict) -> str:
         lines.append(f"{comp['run']} vs baseline {comp['baseline']}: {comp['paired']} paired instances "
                      f"({comp['shared']} shared; errors left out: {comp['errors_excluded']['baseline']} in baseline, "
                      f"{comp['errors_excluded']['run']} in run)")
-        lines.append(f"{'level':<8}{'n':>5}{'baseline':>10}{'run':>8}{'diff':>8}  {'95% CI (bootstrap)':<19}"
-                     f"{'McNemar p':>10}{'won':>5}{'lost':>5}")
-        for level, row in [*comp["by_level"].items(), ("overall", comp["overall"])]:
-            low, high = row["ci_95"]
-            lines.append(f"{level:<8}{row['n']:>5}{row['accuracy_baseline']:>10.1%}{row['accuracy_run']:>8.1%}"
-                         f"{row['difference']:>+8.1%}  [{low:+.3f}, {high:+.3f}]   {format_p(row['mcnemar_p']):>10}"
-                         f"{len(row['won']):>5}{len(row['lost']):>5}")
-        for word in ("won", "lost"):
-            if comp["overall"][word]:
-                lines.append(textwrap.fill(" ".join(comp["overall"][word]), 110, initial_indent=f"  {word}: ",
-                                           subsequent_indent="    ", break_on_hyphens=False))
+        lines += paired_lines(comp)
         lines.append("")
+    lines += [run_line(facts) for facts in result["runs"]]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def format_mdd(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def paired_lines(comp: dict) -> list[str]:
+    """The per-level table of one comparison, and the instances won and lost."""
+    lines = [f"{'level':<8}{'n':>5}{'baseline':>10}{'run':>8}{'diff':>8}  {'95% CI (bootstrap)':<19}"
+             f"{'McNemar p':>10}{'won':>5}{'lost':>5}{'MDD 80%':>9}"]
+    for level, row in [*comp["by_level"].items(), ("overall", comp["overall"])]:
+        low, high = row["ci_95"]
+        lines.append(f"{level:<8}{row['n']:>5}{row['accuracy_baseline']:>10.1%}{row['accuracy_run']:>8.1%}"
+                     f"{row['difference']:>+8.1%}  [{low:+.3f}, {high:+.3f}]   {format_p(row['mcnemar_p']):>10}"
+                     f"{len(row['won']):>5}{len(row['lost']):>5}{format_mdd(row['min_detectable_difference']):>9}")
+    for word in ("won", "lost"):
+        if comp["overall"][word]:
+            lines.append(textwrap.fill(" ".join(comp["overall"][word]), 110, initial_indent=f"  {word}: ",
+                                       subsequent_indent="    ", break_on_hyphens=False))
+    return lines
+
+
+def run_line(facts: dict) -> str:
+    """One run on its own: tokens per correct answer, and with epochs its flip rate."""
+    per_correct = facts["tokens_per_correct"]
+    parts = [f"{facts['name']}: {facts['instances']} instances"]
+    if per_correct["tokens_per_correct"] is not None and per_correct["tokens"]:
+        low, high = per_correct["ci_95"]
+        parts.append(f"tokens per correct answer {per_correct['tokens_per_correct']:.0f} [{low:.0f}, {high:.0f}]")
+    roles = [f"{role} {part['tokens_per_correct']:.0f} [{part['ci_95'][0]:.0f}, {part['ci_95'][1]:.0f}]"
+             for role, part in (facts.get("tokens_per_correct_by_role") or {}).items()
+             if part.get("tokens_per_correct") is not None and part.get("ci_95")]
+    if len(roles) > 1:
+        parts.append("per role " + ", ".join(roles))
+    if "epochs" in facts:
+        low, high = facts["clustered_95"]
+        parts.append(f"{facts['epochs']} epochs: mean accuracy {facts['mean_accuracy_over_epochs']:.1%} "
+                     f"[{low:.3f}, {high:.3f}], flip rate {facts['flip_rate']:.1%} (paired on epoch 0)")
+    return "; ".join(parts)

@@ -15,7 +15,8 @@ from html import escape
 from pathlib import Path
 from urllib.parse import quote
 
-from apibank_bench.reports.compare import Run, compare_runs, format_p, load_run
+from apibank_bench.reports.compare import Run, compare_runs, first_epoch, format_p, load_run
+from apibank_bench.runs.epochs import correct_epochs
 from apibank_bench.runs.results import SUMMARY, TRACES, trace_name
 from apibank_bench.runs.summary import STAGES, gold_api_name, is_correct, is_error, read_traces, summarize_rows
 from apibank_bench.reports.sweep_table import SWEEP_CSV
@@ -95,14 +96,60 @@ def _flags(part: dict) -> tuple[str, str | None]:
     return ", ".join(part["flags"]), "warn" if part["flags"] else None
 
 
+def _per_correct(part: dict) -> str:
+    """Tokens per correct answer with its bootstrap interval ("—" when nothing was right or usage is unknown)."""
+    if part.get("tokens_per_correct") is None or not part.get("tokens"):
+        return "—"
+    low, high = part["ci_95"]
+    return f"{part['tokens_per_correct']:.0f} [{low:.0f}, {high:.0f}]"
+
+
 def runs_table(runs: list[Run], summaries: list[dict]) -> str:
     header = ["run", "setup", "n", "correct", "errors", "accuracy", "95% Wilson", "acc. completed",
-              "tokens / inst.", "usage missing", "wall time (s)", "flags"]
+              "tokens / inst.", "tokens / correct [95%]", "usage missing", "wall time (s)", "flags"]
     rows = [[run.name, _label(run), s["total"], s["correct"], s["errors"], _fmt(s["accuracy"]), _interval(s),
              _fmt(s["accuracy_completed"]), _fmt(s["tokens_per_instance"]["total_per_instance"], ".0f"),
+             _per_correct(s["tokens_per_correct"]),
              s["tokens_per_instance"]["instances_missing_usage"], _fmt(run.summary.get("wall_time_s"), ".1f"),
              _flags(s)] for run, s in zip(runs, summaries)]
     return _table(header, rows, name_columns=2)
+
+
+def epochs_table(runs: list[Run], summaries: list[dict]) -> str:
+    """Runs of several epochs: mean accuracy with its clustered interval, pass@k, majority-of-K, flip rate."""
+    ks = sorted({k for s in summaries if "epochs" in s for k in s["epochs"]["pass_at_k"]}, key=int)
+    rows = []
+    for run, s in zip(runs, summaries):
+        if "epochs" not in s:
+            continue
+        for level, part in [*((level, p["epochs"]) for level, p in s["by_level"].items()), ("overall", s["epochs"])]:
+            low, high = part["clustered_95"]
+            rows.append([run.name, level, part["instances"], part["epochs"], _fmt(part["mean_accuracy"]),
+                         f"[{low:.3f}, {high:.3f}]", *(_fmt(part["pass_at_k"].get(k)) for k in ks),
+                         _fmt(part["majority_accuracy"]), _fmt(part["flip_rate"]),
+                         _fmt(part["sd_over_epochs"])])
+    header = ["run", "level", "instances", "epochs", "mean accuracy", "95% clustered by instance",
+              *(f"pass@{k}" for k in ks), "majority of K", "flip rate", "sd over epochs"]
+    return _table(header, rows, 2)
+
+
+def team_table(runs: list[Run], summaries: list[dict]) -> str:
+    """Team runs with every agent scored: the team against its best member, per role and round."""
+    rows, roles = [], []
+    for run, s in zip(runs, summaries):
+        team = s.get("team")
+        if not team:
+            continue
+        margin = team.get("vote_margin", {}).get("mean")
+        rows.append([run.name, team["instances"], _fmt(team["team_accuracy"]), _fmt(team["oracle_accuracy"]),
+                     team["lost_by_aggregation"], team["fixed_by_aggregation"], _fmt(margin, ".2f")])
+        roles += [[run.name, f"role {role}", part["turns"], _fmt(part["accuracy"])]
+                  for role, part in team["by_role"].items()]
+        roles += [[run.name, f"round {key}", part["turns"], _fmt(part["accuracy"])]
+                  for key, part in team["by_round"].items()]
+    header = ["run", "instances", "team accuracy", "oracle accuracy (some agent's final call right)",
+              "lost by aggregation", "fixed by aggregation", "mean vote margin"]
+    return _table(header, rows) + _table(["run", "agents", "scored turns", "accuracy"], roles, 2)
 
 
 def levels_table(runs: list[Run], summaries: list[dict]) -> str:
@@ -127,11 +174,13 @@ def api_table(runs: list[Run], summaries: list[dict]) -> str:
 
 def role_table(runs: list[Run], summaries: list[dict]) -> str:
     rows = [[run.name, role, counts["turns"], counts["prompt_tokens"], counts["completion_tokens"],
+             _per_correct(s.get("tokens_per_correct_by_role", {}).get(role, {})),
              (counts["turns_missing_usage"], "warn" if counts["turns_missing_usage"] else None)]
             for run, s in zip(runs, summaries) for role, counts in s["tokens_by_role"].items()]
     if not rows:
         return "<p>No trace lists agent turns.</p>"
-    return _table(["run", "role", "turns", "prompt tokens", "completion tokens", "turns without usage"], rows, 2)
+    return _table(["run", "role", "turns", "prompt tokens", "completion tokens", "tokens / correct answer [95%]",
+                   "turns without usage"], rows, 2)
 
 
 def comparisons_table(result: dict) -> str:
@@ -142,20 +191,23 @@ def comparisons_table(result: dict) -> str:
             low, high = row["ci_95"]
             rows.append([comp["run"], level, row["n"], _fmt(row["accuracy_baseline"]), _fmt(row["accuracy_run"]),
                          f"{row['difference']:+.1%}", f"[{low:+.3f}, {high:+.3f}]", format_p(row["mcnemar_p"]),
-                         len(row["won"]), len(row["lost"])])
+                         len(row["won"]), len(row["lost"]), _fmt(row["min_detectable_difference"])])
     header = ["run", "level", "paired n", f"baseline ({result['baseline']})", "run", "difference",
-              "95% CI (paired bootstrap)", "McNemar p (exact)", "won", "lost"]
+              "95% CI (paired bootstrap)", "McNemar p (exact)", "won", "lost",
+              "min. detectable difference (80% power)"]
     return warnings + _table(header, rows, 2)
 
 
 def instances_table(runs: list[Run], trace_dirs: list[str]) -> str:
-    by_id = [{row["id"]: row for row in run.rows} for run in runs]
+    """One line per instance: each run's verdict (epoch 0's, with the run's correct epochs when it has several)."""
+    by_id = [first_epoch(run.rows) for run in runs]
+    repeats = [correct_epochs(run.rows) if any(row.get("epoch") for row in run.rows) else {} for run in runs]
     order = list(dict.fromkeys(row["id"] for run in runs for row in run.rows))
     rows = []
     for task_id in order:
         first = next(rows_of[task_id] for rows_of in by_id if task_id in rows_of)
         cells = []
-        for run, rows_of, traces in zip(runs, by_id, trace_dirs):
+        for run, rows_of, traces, counts in zip(runs, by_id, trace_dirs, repeats):
             row = rows_of.get(task_id)
             if row is None:
                 cells.append("—")
@@ -164,7 +216,10 @@ def instances_table(runs: list[Run], trace_dirs: list[str]) -> str:
             trace = run.path / TRACES / trace_name(task_id)
             href = f"{traces}/{quote(trace_name(task_id))}" if trace.is_file() else None
             title = "\n".join(str(row[key]) for key in ("predicted_call", "error") if row.get(key))
-            cells.append(("correct" if css == "ok" else row.get("stage") or "wrong", css, href, title))
+            text = "correct" if css == "ok" else row.get("stage") or "wrong"
+            if task_id in counts:
+                text += " ({}/{} epochs)".format(*counts[task_id])
+            cells.append((text, css, href, title))
         rows.append([task_id, first.get("level"), gold_api_name(first.get("gold_call")), *cells])
     return _table(["instance", "level", "gold API", *(run.name for run in runs)], rows, 3)
 
@@ -213,6 +268,10 @@ def build_report(paths: list, out: Path, seed: int = 0) -> Path:
          + role_table(runs, summaries)),
         ("Accuracy per gold API", api_table(runs, summaries)),
     ]
+    if any("epochs" in s for s in summaries):
+        sections.append(("Repeats: epochs, pass@k, majority of K, flip rate", epochs_table(runs, summaries)))
+    if any(s.get("team") for s in summaries):
+        sections.append(("Every agent scored: team, oracle and aggregation", team_table(runs, summaries)))
     if len(runs) > 1:
         sections.append((f"Paired comparisons with {runs[0].name} (seed {seed})",
                          comparisons_table(compare_runs(runs, seed, force=True))))

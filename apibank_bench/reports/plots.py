@@ -93,9 +93,15 @@ def accuracy_vs_tokens(runs: list[str], summaries: list[dict]) -> bytes | None:
         ax.errorbar([x], [summary["accuracy"]], yerr=[[below], [above]], fmt="o", capsize=3)
         ax.annotate(_label(name), (x, summary["accuracy"]), textcoords="offset points", xytext=(5, 5),
                     fontsize="small")
-    ax.set_xlabel("tokens per instance (prompt + completion, mean over instances with usage)")
+    # Every agent's tokens count (a team of 8 pays for 8 answers and more), so topologies share one axis;
+    # when they span more than a factor of 20, a log axis keeps the single agent readable beside them.
+    ax.set_xlabel("tokens per instance (prompt + completion of all agents, mean over instances with usage)")
     ax.set_ylabel("accuracy (95% Wilson interval)")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_xlim(left=0)
+    spent = [summary["tokens_per_instance"]["total_per_instance"] for _, summary in points]
+    if min(spent) > 0 and max(spent) / min(spent) > 20:
+        ax.set_xscale("log")
+    else:
+        ax.set_xlim(left=0)
     ax.grid(alpha=0.3)
     return _png(fig)

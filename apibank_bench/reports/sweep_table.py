@@ -15,6 +15,8 @@ SWEEP_CSV, SWEEP_MD, SEEDS_CSV = "sweep.csv", "sweep.md", "sweep_seeds.csv"
 
 LEVEL_COLUMNS = ["status", "n", "correct", "errors", "accuracy", "wilson_low", "wilson_high"]
 CELL_COLUMNS = ["tokens", "tokens_per_instance", "instances_missing_usage", "wall_time_s"]
+#: A cell of several epochs: its spread across the epochs' seeds (runs.epochs).
+EPOCH_COLUMNS = ["epochs", "epoch_accuracies", "sd_over_epochs", "flip_rate"]
 
 
 def levels_of(cells: list[Cell]) -> list[str]:
@@ -23,8 +25,15 @@ def levels_of(cells: list[Cell]) -> list[str]:
 
 def _part(part: dict) -> dict:
     low, high = part["wilson_95"]
-    return {"n": part["total"], "correct": part["correct"], "errors": part["errors"],
-            "accuracy": round(part["accuracy"], 4), "wilson_low": round(low, 4), "wilson_high": round(high, 4)}
+    values = {"n": part["total"], "correct": part["correct"], "errors": part["errors"],
+              "accuracy": round(part["accuracy"], 4), "wilson_low": round(low, 4), "wilson_high": round(high, 4)}
+    repeats = part.get("epochs")
+    if repeats:
+        sd = repeats["sd_over_epochs"]
+        values.update(epochs=repeats["epochs"], flip_rate=round(repeats["flip_rate"], 4),
+                      sd_over_epochs=None if sd is None else round(sd, 4),
+                      epoch_accuracies=" ".join(f"{a:.4f}" for a in repeats["accuracy_by_epoch"].values()))
+    return values
 
 
 def cell_rows(cells: list[Cell]) -> list[dict]:
@@ -66,6 +75,8 @@ def seed_rows(axes: Mapping[str, list[str]], cells: list[Cell]) -> list[dict]:
                          "all_complete": len(ran) == len(members) and all(s.get("complete") for s in ran),
                          "mean_accuracy": round(statistics.fmean(accuracies), 4) if accuracies else None,
                          "sd_accuracy": round(statistics.stdev(accuracies), 4) if len(accuracies) > 1 else None,
+                         "min_accuracy": round(min(accuracies), 4) if accuracies else None,
+                         "max_accuracy": round(max(accuracies), 4) if accuracies else None,
                          "accuracies": " ".join(f"{a:.4f}" for a in accuracies)})
     return rows
 
@@ -96,8 +107,9 @@ def cells_markdown(axes: Mapping[str, list[str]], cells: list[Cell], rows: list[
     by_cell: dict[str, dict[str, dict]] = {}
     for row in rows:
         by_cell.setdefault(row["folder"], {})[row["level"]] = row
+    repeats = any(row.get("epochs") for row in rows)
     header = [*axes, "status", "accuracy [95% Wilson] correct/n", *(f"level {level}" for level in levels),
-              "tokens/instance", "wall time"]
+              "tokens/instance", "wall time", *(["spread over epochs"] if repeats else [])]
     lines = []
     for cell in cells:
         parts = by_cell[cell.path.name]
@@ -110,8 +122,16 @@ def cells_markdown(axes: Mapping[str, list[str]], cells: list[Cell], rows: list[
         lines.append([*cell.values.values(), overall["status"], _accuracy_text(overall),
                       *(_accuracy_text(parts[level]) if level in parts else "—" for level in levels),
                       "—" if per_instance is None else f"{per_instance:.0f}",
-                      "—" if wall is None else f"{wall:.1f} s"])
+                      "—" if wall is None else f"{wall:.1f} s", *([_spread(overall)] if repeats else [])])
     return _markdown(header, lines)
+
+
+def _spread(row: dict) -> str:
+    """A cell's spread across its epochs: the sd of the epochs' accuracies and the flip rate."""
+    if not row.get("epochs"):
+        return "—"
+    sd = "—" if row["sd_over_epochs"] is None else f"{100 * row['sd_over_epochs']:.1f}"
+    return f"sd {sd} points over {row['epochs']} epochs, flip rate {row['flip_rate']:.1%}"
 
 
 def seeds_markdown(axes: Mapping[str, list[str]], rows: list[dict]) -> str:
@@ -125,7 +145,8 @@ def seeds_markdown(axes: Mapping[str, list[str]], rows: list[dict]) -> str:
         if not row or row["mean_accuracy"] is None:
             return "—"
         sd = "—" if row["sd_accuracy"] is None else f"{100 * row['sd_accuracy']:.1f}"
-        return f"{100 * row['mean_accuracy']:.1f} ± {sd} ({row['seeds']} seeds)"
+        return (f"{100 * row['mean_accuracy']:.1f} ± {sd} ({row['seeds']} seeds, "
+                f"{100 * row['min_accuracy']:.1f}–{100 * row['max_accuracy']:.1f})")
 
     header = [*others, *(f"{'overall' if level == 'overall' else 'level ' + level} accuracy % (mean ± sd)"
                          for level in levels)]
@@ -137,13 +158,14 @@ def write_tables(out: Path, axes: Mapping[str, list[str]], cells: list[Cell]) ->
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rows = cell_rows(cells)
-    write_atomic(out / SWEEP_CSV, to_csv(rows, ["folder", *axes, "level", *LEVEL_COLUMNS, *CELL_COLUMNS]))
+    extra = EPOCH_COLUMNS if any(row.get("epochs") for row in rows) else []
+    write_atomic(out / SWEEP_CSV, to_csv(rows, ["folder", *axes, "level", *LEVEL_COLUMNS, *CELL_COLUMNS, *extra]))
     markdown = f"## Sweep: {len(cells)} cells\n\n{cells_markdown(axes, cells, rows)}\n"
     if "seed" in axes:
         seeds = seed_rows(axes, cells)
         others = [name for name in axes if name != "seed"]
         write_atomic(out / SEEDS_CSV, to_csv(seeds, [*others, "level", "seeds", "all_complete", "mean_accuracy",
-                                                     "sd_accuracy", "accuracies"]))
+                                                     "sd_accuracy", "min_accuracy", "max_accuracy", "accuracies"]))
         markdown += f"\n## Accuracy over seeds {', '.join(axes['seed'])}\n\n{seeds_markdown(axes, seeds)}\n"
     write_atomic(out / SWEEP_MD, markdown)
     return markdown

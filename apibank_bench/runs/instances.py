@@ -16,8 +16,11 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from apibank_bench.agents import Solution, Solver
+from apibank_bench.agents.chat_agent import solving_epoch
 from apibank_bench.core.redact import redact
+from apibank_bench.runs.epochs import split_case
 from apibank_bench.runs.results import records
+from apibank_bench.runs.team import team_fields
 from apibank_bench.scoring import Score, Scorer
 from apibank_bench.data.tasks import Task
 
@@ -35,6 +38,7 @@ class InstanceResult:
     score: Score
     payload: dict  #: prediction, result and trace lines
     endpoint_failure: bool = False  #: an error caused by the model endpoint (counts toward the circuit breaker)
+    epoch: int = 0
 
     @property
     def correct(self) -> bool:
@@ -56,11 +60,15 @@ def _turn_errors(solution: Solution) -> list[str]:
     return errors or ([solution.error] if solution.error else [])
 
 
-def solve_and_score(task: Task, solver: Solver, scorer: Scorer) -> InstanceResult:
+def solve_and_score(task: Task, solver: Solver, scorer: Scorer, epoch: int = 0) -> InstanceResult:
+    """Solve `task` for `epoch` (its seeds moved by the epoch's offset) and score it; for a team,
+    every agent's call is scored too (runs.team)."""
     started = time.perf_counter()
     endpoint_failure = False
+    team = None
     try:
-        solution = solver(task)
+        with solving_epoch(epoch):
+            solution = solver(task)
         errors = _turn_errors(solution)
         endpoint_failure = bool(errors)
     except Exception as exc:  # a solver bug costs this instance only
@@ -75,15 +83,30 @@ def solve_and_score(task: Task, solver: Solver, scorer: Scorer) -> InstanceResul
                 score = scorer.score(task, solution.answer)
         except Exception as exc:  # a scorer bug is the harness's failure, not the answer's
             score = Score(False, ERROR, f"scorer crashed: {type(exc).__name__}: {exc}")
-    return _result(task, solution, score, elapsed, endpoint_failure)
+        team = _score_agents(task, solution, scorer) if score.stage != ERROR else None
+    return _result(task, solution, score, elapsed, endpoint_failure, epoch, team)
 
 
-def error_result(task: Task, message: str) -> InstanceResult:
+def _score_agents(task: Task, solution: Solution, scorer: Scorer) -> dict | None:
+    """A team's agents scored with the same scorer (runs.team); None for a single agent. A crash
+    here costs only the agents' scores (recorded), never the team's verdict."""
+    agents = solution.trace.get("agents") or []
+    if len(agents) < 2:
+        return None
+    try:
+        with _SCORING:
+            return team_fields(agents, solution.trace.get("vote"), lambda answer: scorer.score(task, answer))
+    except Exception as exc:  # noqa: BLE001
+        return {"agents_correct": None, "agents_error": f"scorer crashed: {type(exc).__name__}: {exc}"}
+
+
+def error_result(task: Task, message: str, epoch: int = 0) -> InstanceResult:
     """An instance that produced nothing to score (time limit, cancelled run...)."""
-    return _result(task, Solution(answer=None), Score(False, ERROR, message), 0.0, False)
+    return _result(task, Solution(answer=None), Score(False, ERROR, message), 0.0, False, epoch)
 
 
-def _result(task: Task, solution: Solution, score: Score, elapsed: float, endpoint_failure: bool) -> InstanceResult:
+def _result(task: Task, solution: Solution, score: Score, elapsed: float, endpoint_failure: bool, epoch: int = 0,
+            team: dict | None = None) -> InstanceResult:
     agents = solution.trace.get("agents")
     extra = {
         "prompt_tokens": solution.prompt_tokens,
@@ -93,10 +116,11 @@ def _result(task: Task, solution: Solution, score: Score, elapsed: float, endpoi
     }
     if agents:
         extra["agent_answers"] = [agent.get("answer") for agent in agents]
-    prediction, result = records(task, solution.answer, score, extra)
-    trace = {"id": task.combined_id, "gold_call": task.gold_call, "result": result, **solution.trace}
+    extra.update(team or {})
+    prediction, result = records(task, solution.answer, score, extra, epoch)
+    trace = {"id": task.combined_id, "epoch": epoch, "gold_call": task.gold_call, "result": result, **solution.trace}
     return InstanceResult(task, score, {"prediction": prediction, "result": result, "trace": trace},
-                          endpoint_failure)
+                          endpoint_failure, epoch)
 
 
 class RunStopped(RuntimeError):
@@ -106,7 +130,8 @@ class RunStopped(RuntimeError):
 class InstancePool:
     """Keeps up to `concurrency` instances in flight; results are fetched per instance, in any order.
 
-    `start(ids)` queues instances in the given order (the tests' order, so the
+    Instances are named by case ID (runs.epochs: the task ID, with `-epochE` when the run has
+    several epochs). `start(ids)` queues instances in the given order (the tests' order, so the
     first tests' instances start first); `result(id)` waits for one, starting
     it first if it was never queued. After `breaker` consecutive endpoint
     failures the pool stops: what has not started is cancelled and `result`
@@ -137,14 +162,15 @@ class InstancePool:
                 self._futures[task_id] = self._executor.submit(self._run, task_id)
             return self._futures[task_id]
 
-    def _run(self, task_id: str) -> InstanceResult:
+    def _run(self, case: str) -> InstanceResult:
         with self._lock:
-            self._started[task_id] = time.monotonic()
+            self._started[case] = time.monotonic()
+        task_id, epoch = split_case(case)
         try:
             task = self._load(task_id)
         except Exception as exc:  # noqa: BLE001 - unreadable data fails this instance with the reason
             raise RunStopped(f"cannot load task {task_id}: {type(exc).__name__}: {exc}") from exc
-        result = solve_and_score(task, self._solver, self._scorer)
+        result = solve_and_score(task, self._solver, self._scorer, epoch)
         self._count(result)
         return result
 
@@ -175,8 +201,9 @@ class InstancePool:
                 return future.result(timeout=remaining if remaining is None else max(remaining, 0))
             except TimeoutError:
                 # The thread cannot be killed; it finishes in the background and its answer is discarded.
-                return error_result(self._load(task_id),
-                                    f"time limit: no result within {self.time_limit:g} s (--apibank-instance-timeout)")
+                plain_id, epoch = split_case(task_id)
+                return error_result(self._load(plain_id), f"time limit: no result within {self.time_limit:g} s "
+                                    "(--apibank-instance-timeout)", epoch)
 
     def stop(self, reason: str) -> None:
         """Cancel every instance that has not started (running ones finish, bounded by the model timeout)."""

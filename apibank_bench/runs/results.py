@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable
 
+from apibank_bench.runs.epochs import row_key, split_case
 from apibank_bench.scoring import Score, Scorer
 from apibank_bench.data.tasks import Task, get_task
 
@@ -73,11 +74,13 @@ def _cap(value: Any, limit: int) -> tuple[Any, Any]:
     return value, None
 
 
-def records(task: Task, answer: str | None, score: Score, extra: dict | None = None) -> tuple[dict, dict]:
-    """The predictions.jsonl and results.jsonl lines of one instance (long strings capped)."""
-    prediction = {"id": task.combined_id, "prediction": answer, "predicted_call": score.predicted_call}
+def records(task: Task, answer: str | None, score: Score, extra: dict | None = None,
+            epoch: int = 0) -> tuple[dict, dict]:
+    """The predictions.jsonl and results.jsonl lines of one instance and epoch (long strings capped)."""
+    prediction = {"id": task.combined_id, "epoch": epoch, "prediction": answer, "predicted_call": score.predicted_call}
     result = {
         "id": task.combined_id,
+        "epoch": epoch,
         "level": task.level,
         "correct": score.correct,
         "stage": score.stage,
@@ -115,24 +118,25 @@ class RunFiles:
                     handle.flush()
                     os.fsync(handle.fileno())
             if trace is not None:
-                write_atomic(self.out_dir / TRACES / trace_name(result["id"]), to_json(cap_strings(trace)))
+                write_atomic(self.out_dir / TRACES / trace_name(*row_key(result)), to_json(cap_strings(trace)))
 
     def finalize(self, order: Iterable[str], config: dict | None = None, wall_time_s: float | None = None) -> dict:
-        """Sort both JSONL files into manifest order (last line per ID wins) and write summary.json."""
+        """Sort both JSONL files into run order (`order`: case IDs, runs.epochs; the last line per
+        instance and epoch wins) and write summary.json."""
         with self._lock:
-            order = list(order)
+            keys = [split_case(case) for case in order]
             for name in (PREDICTIONS, RESULTS):
-                put_in_order(self.out_dir / name, order)
-            wanted = set(order)
-            results = [line for line in read_jsonl(self.out_dir / RESULTS) if line["id"] in wanted]
-            summary = summarize(results, config, wall_time_s, selected=len(order), trace_dir=self.out_dir / TRACES)
+                put_in_order(self.out_dir / name, keys)
+            wanted = set(keys)
+            results = [line for line in read_jsonl(self.out_dir / RESULTS) if row_key(line) in wanted]
+            summary = summarize(results, config, wall_time_s, selected=len(keys), trace_dir=self.out_dir / TRACES)
             write_atomic(self.out_dir / SUMMARY, json.dumps(summary, indent=1, ensure_ascii=False))
             return summary
 
 
-def trace_name(task_id: str) -> str:
-    """A file name for a task ID (IDs contain `::`)."""
-    return task_id.replace("::", "__").replace("/", "_") + ".json"
+def trace_name(task_id: str, epoch: int = 0) -> str:
+    """A file name for a task ID (IDs contain `::`) and epoch (epoch 0 keeps the plain name)."""
+    return task_id.replace("::", "__").replace("/", "_") + (f"__epoch{epoch}" if epoch else "") + ".json"
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -144,6 +148,11 @@ def write_atomic(path: Path, text: str) -> None:
 def finished_ids(out_dir: Path) -> set[str]:
     """Instances with a scored answer; an errored one is not finished (a resumed run tries it again)."""
     return {line["id"] for line in read_jsonl(Path(out_dir) / RESULTS) if line.get("stage") != "error"}
+
+
+def finished_keys(out_dir: Path) -> set[tuple[str, int]]:
+    """(instance, epoch) pairs with a scored answer (runs.epochs.row_key)."""
+    return {row_key(line) for line in read_jsonl(Path(out_dir) / RESULTS) if line.get("stage") != "error"}
 
 
 def read_summary(out_dir: Path) -> dict | None:
@@ -198,10 +207,11 @@ def _is_json(line: bytes) -> bool:
     return True
 
 
-def put_in_order(path: Path, order: list[str]) -> None:
-    lines = {line["id"]: line for line in read_jsonl(path)}
-    rank = {task_id: index for index, task_id in enumerate(order)}
-    ordered = sorted(lines.values(), key=lambda line: (rank.get(line["id"], len(rank)), line["id"]))
+def put_in_order(path: Path, order: list[tuple[str, int]]) -> None:
+    """Rewrite a JSONL file in the order of its (instance, epoch) keys, one line per key."""
+    lines = {row_key(line): line for line in read_jsonl(path)}
+    rank = {key: index for index, key in enumerate(order)}
+    ordered = sorted(lines.values(), key=lambda line: (rank.get(row_key(line), len(rank)), row_key(line)))
     if path.exists() or ordered:
         write_atomic(path, "".join(to_json(line) + "\n" for line in ordered))
 

@@ -14,7 +14,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterable
 
-from apibank_bench.runs.stats import wilson
+from apibank_bench.runs.epochs import correct_epochs, epoch_summary
+from apibank_bench.runs.stats import ratio_bootstrap, wilson
+from apibank_bench.runs.team import team_summary
 
 STAGES = ("parse", "api_name", "score", "error")
 SMALL_N = 20  #: below this many instances an accuracy is flagged as too noisy to read alone
@@ -124,11 +126,69 @@ def read_traces(trace_dir: Path | None) -> list[dict]:
     return traces
 
 
+def _row_tokens(row: dict) -> int | None:
+    """A row's tokens (0 for a row that made no model call), None when its usage is unknown."""
+    if row.get("model_calls") == 0:
+        return 0
+    usage = _usage(row)
+    return None if usage is None else sum(usage)
+
+
+def _per_correct(pairs: Iterable[tuple[str, int, bool]]) -> dict:
+    """Tokens per correct answer from (instance, tokens, correct) triples, with a bootstrap interval
+    resampling instances (an instance's epochs stay together)."""
+    clusters: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for instance, used, correct in pairs:
+        clusters[instance][0] += used
+        clusters[instance][1] += correct
+    tokens = sum(used for used, _ in clusters.values())
+    correct = sum(right for _, right in clusters.values())
+    interval = ratio_bootstrap([u for u, _ in clusters.values()], [r for _, r in clusters.values()])
+    return {"tokens_per_correct": tokens / correct if correct else None,
+            "ci_95": None if interval is None else list(interval),
+            "tokens": tokens, "correct": correct, "instances": len(clusters)}
+
+
+def tokens_per_correct(rows: list[dict]) -> dict:
+    """All the run's tokens over its correct answers: the cost of one right call, comparable across
+    topologies (a team's tokens are all its agents'). Rows whose usage is unknown are left out of
+    both sums (`rows_missing_usage`)."""
+    known = [(row["id"], _row_tokens(row), is_correct(row)) for row in rows]
+    result = _per_correct((i, t, c) for i, t, c in known if t is not None)
+    result["rows_missing_usage"] = sum(t is None for _, t, _ in known)
+    return result
+
+
+def role_tokens_per_correct(traces: Iterable[dict]) -> dict[str, dict]:
+    """Per role: the role's tokens over the team's correct answers (the roles' values add up to the run's)."""
+    per_role: dict[str, list[tuple[str, int, bool]]] = defaultdict(list)
+    for trace in traces:
+        result = trace.get("result") or {}
+        turns = trace.get("agents") or []
+        usages = [_usage(turn) for turn in turns]
+        if not turns or any(usage is None for usage in usages) or not result:
+            continue
+        correct = is_correct(result)
+        spent: dict[str, int] = defaultdict(int)
+        for turn, usage in zip(turns, usages):
+            spent[str(turn.get("role", "?"))] += sum(usage)
+        for role, used in spent.items():
+            per_role[role].append((str(trace.get("id")), used, correct))
+        for role in set(per_role) - set(spent):
+            per_role[role].append((str(trace.get("id")), 0, correct))
+    return {role: _per_correct(per_role[role]) for role in sorted(per_role)}
+
+
 def summarize_rows(rows: list[dict], traces: Iterable[dict] = ()) -> dict:
-    """The statistics of summary.json for a run's results rows (and its traces, for per-role tokens)."""
+    """The statistics of summary.json for a run's results rows (and its traces, for per-role tokens).
+
+    A run of several epochs adds `epochs` (runs.epochs) overall and per level; a team run adds
+    `team` (runs.team).
+    """
+    traces = list(traces)
     failures = Counter(row.get("stage") for row in rows if not is_correct(row))
     tokens = instance_tokens(rows)
-    return {
+    summary = {
         **accuracy(rows),
         "by_level": _grouped(rows, lambda row: str(row.get("level"))),
         "by_api": _grouped(rows, lambda row: gold_api_name(row.get("gold_call"))),
@@ -136,7 +196,18 @@ def summarize_rows(rows: list[dict], traces: Iterable[dict] = ()) -> dict:
         "tokens": {"prompt_tokens": tokens["prompt_tokens"], "completion_tokens": tokens["completion_tokens"]},
         "tokens_per_instance": tokens,
         "tokens_by_role": role_tokens(traces),
+        "tokens_per_correct": tokens_per_correct(rows),
+        "tokens_per_correct_by_role": role_tokens_per_correct(traces),
     }
+    if any(row.get("epoch") for row in rows):
+        summary["epochs"] = epoch_summary(rows)
+        summary["correct_epochs"] = {task_id: c for task_id, (c, _) in correct_epochs(rows).items()}
+        for level in summary["by_level"]:
+            summary["by_level"][level]["epochs"] = epoch_summary([r for r in rows if str(r.get("level")) == level])
+    team = team_summary(rows)
+    if team is not None:
+        summary["team"] = team
+    return summary
 
 
 def table_lines(summary: dict) -> list[str]:
@@ -156,7 +227,42 @@ def table_lines(summary: dict) -> list[str]:
         lines.append(f"tokens per instance: {tokens['total_per_instance']:.0f}"
                      + (f" (usage missing for {tokens['instances_missing_usage']} instances)"
                         if tokens["instances_missing_usage"] else ""))
+    per_correct = summary.get("tokens_per_correct") or {}
+    if per_correct.get("tokens_per_correct") is not None and per_correct.get("tokens"):
+        low, high = per_correct["ci_95"]
+        lines.append(f"tokens per correct answer: {per_correct['tokens_per_correct']:.0f} [{low:.0f}, {high:.0f}]")
+    lines += epoch_lines(summary)
+    lines += team_lines(summary.get("team"))
     return lines
+
+
+def epoch_lines(summary: dict) -> list[str]:
+    """The repeats of a run of several epochs, per level and overall."""
+    if "epochs" not in summary:
+        return []
+    ks = list(summary["epochs"]["pass_at_k"])
+    lines = [f"{'epochs':<8}{'mean acc':>9}  {'95% clustered':<16}" + "".join(f"{'pass@' + k:>8}" for k in ks)
+             + f"{'majority':>10}{'flip rate':>10}"]
+    for level, part in [*((level, part["epochs"]) for level, part in summary["by_level"].items()),
+                        ("overall", summary["epochs"])]:
+        low, high = part["clustered_95"]
+        lines.append(f"{level:<8}{part['mean_accuracy']:>9.1%}  [{low:.3f}, {high:.3f}]  "
+                     + "".join(f"{part['pass_at_k'].get(k, 0):>8.1%}" for k in ks)
+                     + f"{part['majority_accuracy']:>10.1%}{part['flip_rate']:>10.1%}")
+    return lines
+
+
+def team_lines(team: dict | None) -> list[str]:
+    """Every agent scored: the team against its best member, and what aggregation lost and fixed."""
+    if not team:
+        return []
+    roles = ", ".join(f"{role} {part['accuracy']:.1%}" for role, part in team["by_role"].items())
+    line = (f"team {team['team_accuracy']:.1%}, oracle (some agent's final call right) {team['oracle_accuracy']:.1%}"
+            f" of {team['instances']}; lost by aggregation {team['lost_by_aggregation']}, fixed by aggregation "
+            f"{team['fixed_by_aggregation']}")
+    if "vote_margin" in team:
+        line += f"; mean vote margin {team['vote_margin']['mean']:.2f}"
+    return [line, f"accuracy per role: {roles}"]
 
 
 JSON_REPORT_KEY = "apibank"

@@ -36,7 +36,8 @@ from apibank_bench.runs.results import RESULTS, SUMMARY, read_summary, write_ato
 LOG = "run.log"
 #: Settings that change how a run is carried out, not what it measures.
 OPERATIONAL = frozenset({"root", "out_dir", "resume", "concurrency", "instance_timeout", "max_consecutive_errors",
-                         "base_url", "api_key", "timeout", "max_retries", "max_in_flight", "cache", "cache_dir"})
+                         "base_url", "api_key", "timeout", "max_retries", "max_in_flight", "cache", "cache_dir",
+                         "baseline", "gate_alpha"})
 #: Settings that choose the instances: a finished cell run on another selection is resumed, not refused.
 SELECTION = frozenset({"level", "limit", "offset", "only", "shard"})
 #: Settings the sweep sets itself.

@@ -1,0 +1,145 @@
+"""The regression gate: `pytest bench_tests --apibank-baseline DIR [--apibank-gate-alpha 0.05]`
+(and `apibank-bench run --baseline DIR`).
+
+After the run, its results are paired with the baseline folder's on the instances both have
+(reports.compare's pairing: errors in either run are left out, never counted as regressions;
+runs of several epochs pair on epoch 0). The session fails only when the run is significantly
+worse: it lost more instances than it won and the exact McNemar p-value is below alpha. A run
+that is lower but within noise passes, and the closing lines say so; with a gate the wrong
+answers themselves no longer fail the session (they are what the gate weighs), while errors and
+cases that did not run still make it incomplete. A baseline made with other data (the lock's
+hash) or another ToolSearcher scorer is refused before anything runs.
+
+This module is a pytest plugin (the project's conftest.py loads it): the gate sits above the
+plugin layer, on the comparison it shares with `compare`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from apibank_bench.plugin import bench_requested, is_worker, run_config
+from apibank_bench.reports.compare import Run, compare_pair, format_p, load_run, mismatches, paired_lines
+from apibank_bench.runs.results import SUMMARY, write_atomic
+
+#: What a baseline must share with the run (compare's guarded aspects; the selection may differ).
+MUST_MATCH = ("data hash", "scorer")
+REGRESSION_EXIT = 1  #: pytest's exit status when the gate fails (`apibank-bench run` exits 4)
+
+
+class BaselineRefused(ValueError):
+    """The baseline cannot be compared with this run."""
+
+
+@dataclass
+class Verdict:
+    comparison: dict
+    alpha: float
+    worse: bool
+
+    @property
+    def line(self) -> str:
+        overall = self.comparison["overall"]
+        won, lost, p = len(overall["won"]), len(overall["lost"]), overall["mcnemar_p"]
+        facts = (f"{overall['difference']:+.1%} on {overall['n']} paired instances ({won} won, {lost} lost), "
+                 f"exact McNemar p = {format_p(p)}, alpha {self.alpha:g}")
+        if self.worse:
+            return f"apibank gate: REGRESSION: significantly worse than the baseline: {facts}"
+        if lost > won:
+            return f"apibank gate: passed: lower than the baseline but within noise: {facts}"
+        return f"apibank gate: passed: not worse than the baseline: {facts}"
+
+    def to_dict(self) -> dict:
+        overall = self.comparison["overall"]
+        return {"baseline": self.comparison["baseline"], "alpha": self.alpha, "worse": self.worse,
+                "paired": overall["n"], "difference": overall["difference"], "mcnemar_p": overall["mcnemar_p"],
+                "won": len(overall["won"]), "lost": len(overall["lost"]),
+                "min_detectable_difference": overall["min_detectable_difference"], "verdict": self.line}
+
+
+def check_baseline(baseline: Run, run_config: dict) -> None:
+    """Refuse a baseline recorded with other data or another scorer than `run_config` (a summary's `config`)."""
+    problems = mismatches([baseline, Run("this run", Path("."), [], {"config": run_config})], MUST_MATCH)
+    if problems:
+        raise BaselineRefused("; ".join(problems))
+    if not baseline.rows:
+        raise BaselineRefused(f"the baseline {baseline.path} has no results rows")
+
+
+def judge(baseline: Run, run: Run, alpha: float = 0.05, seed: int = 0) -> Verdict:
+    """Pair the run with the baseline and decide: significantly worse, or not."""
+    check_baseline(baseline, run.config)
+    comparison = compare_pair(baseline, run, seed)
+    overall = comparison["overall"]
+    worse = len(overall["lost"]) > len(overall["won"]) and overall["mcnemar_p"] < alpha
+    return Verdict(comparison, alpha, worse)
+
+
+def report_lines(verdict: Verdict) -> list[str]:
+    comp = verdict.comparison
+    head = (f"{comp['paired']} paired instances with {comp['baseline']} ({comp['shared']} shared; errors left out: "
+            f"{comp['errors_excluded']['baseline']} in the baseline, {comp['errors_excluded']['run']} in this run)")
+    return [head, *paired_lines(comp), verdict.line]
+
+
+class Gate:
+    """The controller's gate: checks the baseline at the start, judges the run at the end."""
+
+    def __init__(self, config) -> None:
+        self.config = config
+        self.baseline: Run | None = None
+        self.verdict: Verdict | None = None
+        self.problem: str | None = None  #: why there was nothing to judge
+
+    @pytest.hookimpl(trylast=True)  # after the data check
+    def pytest_sessionstart(self, session) -> None:
+        cfg = run_config(self.config)
+        if not cfg.baseline or not bench_requested(self.config):
+            return
+        from apibank_bench.runs.provenance import provenance
+
+        try:
+            self.baseline = load_run(Path(cfg.baseline), str(cfg.baseline))
+            check_baseline(self.baseline, {"run": cfg.to_dict(), "provenance": provenance(cfg)})
+        except (FileNotFoundError, ValueError) as exc:
+            raise pytest.UsageError(f"apibank: --apibank-baseline {cfg.baseline}: refused: {exc}") from None
+
+    @pytest.hookimpl(trylast=True)  # after the writer has written the run's summary
+    def pytest_sessionfinish(self, session) -> None:
+        if self.baseline is None or self.verdict is not None:
+            return
+        writer = self.config.pluginmanager.get_plugin("apibank-writer")
+        summary = getattr(writer, "summary", None)
+        if not summary:
+            self.problem = "apibank gate: nothing ran, nothing to judge"
+            return
+        out_dir = Path(run_config(self.config).results_dir)
+        self.verdict = judge(self.baseline, load_run(out_dir, "run"), run_config(self.config).gate_alpha)
+        summary["gate"] = self.verdict.to_dict()
+        write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1, ensure_ascii=False))
+        if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            # The gate decides: wrong answers are what it weighs; errors and unrun cases still fail.
+            incomplete = summary.get("errors") or summary.get("not_run")
+            session.exitstatus = (REGRESSION_EXIT if self.verdict.worse or incomplete else pytest.ExitCode.OK)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.verdict is None and self.problem is None:
+            return
+        terminalreporter.section("API-Bank regression gate")
+        if self.verdict is None:
+            terminalreporter.write_line(self.problem)
+            return
+        for line in report_lines(self.verdict)[:-1]:
+            terminalreporter.write_line(line)
+        terminalreporter.write_line(self.verdict.line, red=self.verdict.worse, green=not self.verdict.worse,
+                                    bold=True)
+
+
+def pytest_configure(config):
+    if not is_worker(config):
+        config.pluginmanager.register(Gate(config), "apibank-gate")
+
