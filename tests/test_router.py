@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 
 import httpx
 import openai
@@ -10,6 +11,8 @@ import pytest
 
 from apibank_bench.llm import router as router_module
 from apibank_bench.llm.router import Router, merge_snapshots
+from openai_stub import OpenAIStub
+from test_run_reliability import mixed, run_command
 
 
 class Clock:
@@ -113,3 +116,18 @@ def test_snapshots_of_several_processes_add_up():
                                   "ejections": 1}
     assert merged["http://b"]["requests"] == 0
     json.dumps(merged)
+
+
+def test_a_run_with_one_endpoint_dead_finishes_on_the_other_with_no_error_rows(tmp_path):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    with OpenAIStub(default=mixed) as live:
+        result = run_command(tmp_path, "--model", "stub", "--base-url", dead, live.url, "--limit", "6", "--no-cache")
+        url = live.url
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["complete"] and summary["errors"] == 0 and summary["total"] == 6
+    endpoints = summary["endpoints"]
+    assert endpoints[url]["requests"] == 6 and endpoints[url]["errors"] == 0
+    assert endpoints[dead]["requests"] == endpoints[dead]["errors"] and endpoints[dead]["ejections"] >= 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -121,3 +122,23 @@ def test_concurrent_writers_of_one_sweep_folder_lose_no_job_record(tmp_path):
             entry = records[f"cell={me}-{i}"]
             assert (entry["job_id"], entry["state"], entry["submissions"]) == (f"{me}_{i}", "RUNNING", 1)
     assert sorted(path.name for path in folder.iterdir()) == ["jobs.json", "jobs.lock", "sweep.md"]
+
+
+def test_a_cell_is_held_by_a_live_job_or_claim_and_let_go_when_its_process_has_gone(tmp_path):
+    from apibank_bench.core.settings import resolve_sweep
+    from apibank_bench.runs.sweep import held_jobs
+
+    host = socket.gethostname()
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    now = time.time()
+    records = {
+        "gone": {"executor": "local", "job_id": f"{host}:{ended.pid}", "state": "RUNNING", "at": now},
+        "running": {"executor": "local", "job_id": f"{host}:{os.getppid()}", "state": "RUNNING", "at": now},
+        "claimed": {"executor": "slurm", "job_id": "elsewhere:1", "state": "SUBMITTING", "at": now},
+        "abandoned": {"executor": "slurm", "job_id": "elsewhere:1", "state": "SUBMITTING", "at": now - 3600},
+        "finished": {"executor": "local", "job_id": f"{host}:{os.getppid()}", "state": "ENDED exit 0", "at": now},
+        "mine": {"executor": "local", "job_id": f"{host}:{os.getpid()}", "state": "RUNNING", "at": now},
+    }
+    assert held_jobs(records, resolve_sweep(), tmp_path) == {
+        "running": f"RUNNING {host}:{os.getppid()}", "claimed": "SUBMITTING elsewhere:1"}

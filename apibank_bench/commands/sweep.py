@@ -65,10 +65,7 @@ def run(args) -> int:
     if args.status:
         records = Ledger(args.out).read()
         for index, cell in enumerate(cells, start=1):
-            entry = records.get(cell.path.name, {})
-            job = (f"; job {entry['job_id']} ({entry.get('executor')}, {cell.job.split(' ', 1)[0].lower() if cell.job else entry.get('state', '?').lower()}"
-                   f", submitted {entry.get('submissions', 0)}x)" if entry.get("job_id") else "")
-            print(f"sweep: cell {index}/{len(cells)} [{cell.label}] {status(cell)}{job}")
+            print(f"sweep: cell {index}/{len(cells)} [{cell.label}] {status(cell)}{job_text(records.get(cell.path.name))}")
     else:
         print(write_tables(args.out, axes, cells), end="")
     if interrupted:
@@ -84,3 +81,11 @@ def run(args) -> int:
               + "; rerun the same command to resume them")
         return INCOMPLETE
     return 0
+
+
+def job_text(entry: dict | None) -> str:
+    """The last job of a cell, as `--status` shows it."""
+    if not entry or not entry.get("job_id"):
+        return ""
+    return (f"; last job {entry['job_id']} ({entry.get('executor')}): {str(entry.get('state')).lower()}, "
+            f"{entry.get('submissions', 0)} submission(s)")

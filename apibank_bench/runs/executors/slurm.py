@@ -36,7 +36,10 @@ def sbatch_parameters(options) -> dict:
              "array_parallelism": options.slurm_max_running}
     parameters = {name: value for name, value in given.items() if value is not None}
     parameters["job_name"] = "apibank-sweep"
-    parameters["setup"] = [options.slurm_setup] if options.slurm_setup else []
+    # this very package on the node, installed or not (the cell's run is found the same way)
+    package = shlex.quote(str(Path(__file__).resolve().parents[3]))
+    parameters["setup"] = [f'export PYTHONPATH={package}${{PYTHONPATH:+:$PYTHONPATH}}',
+                           *([options.slurm_setup] if options.slurm_setup else [])]
     parameters["additional_parameters"] = dict(options.slurm_sbatch)
     return parameters
 
@@ -57,7 +60,7 @@ class SlurmExecutor:
         executor.update_parameters(**sbatch_parameters(self.options))
         try:
             submitted = executor.map_array(run_job, jobs)
-        except (subprocess.CalledProcessError, FileNotFoundError, submitit.core.utils.FailedJobError) as exc:
+        except (OSError, subprocess.CalledProcessError, submitit.core.utils.FailedJobError) as exc:
             raise SlurmError(f"sbatch failed: {exc}") from None
         for job, handle in zip(jobs, submitted):
             recorded(job, handle.job_id, "PENDING")
