@@ -8,7 +8,7 @@ second URL pointing at a port where nothing listens: the run must finish on the 
 endpoint with no error rows. Per run it prints the wall time, the requests each
 endpoint answered (from summary.json's `endpoints`) and the error rows.
 
-    python benchmarks/bench_routing.py [--latency 0.5] [--limit 0]
+    python benchmarks/bench_routing.py [--latency 5] [--limit 0]
 """
 
 from __future__ import annotations
@@ -47,7 +47,9 @@ def timed_run(urls: list[str], routing: str, out: Path, limit: int) -> tuple[flo
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--latency", type=float, default=0.5, help="the fast endpoint's seconds per completion")
+    parser.add_argument("--latency", type=float, default=5.0,
+                        help="the fast endpoint's seconds per completion (default 5: long enough that the endpoints, "
+                        "not the harness's own work, set the pace on a busy machine)")
     parser.add_argument("--limit", type=int, default=0, help="eval instances (0 = all 100)")
     args = parser.parse_args()
     rows = []
