@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import openai
@@ -217,11 +218,23 @@ def test_cache_off_always_asks(stub):
 
 
 def test_round_robin_alternates_between_two_servers():
-    with OpenAIStub() as a, OpenAIStub() as b:
-        client = make_client(a.url, b.url)
+    with OpenAIStub() as a, OpenAIStub(hold=0.05) as b:
+        client = make_client(a.url, b.url, routing="round_robin")
         used = [client.complete([{"role": "user", "content": str(i)}]).base_url for i in range(6)]
         assert used == [a.url, b.url] * 3
         assert len(a.chat_requests) == len(b.chat_requests) == 3
+
+
+def test_routing_by_load_sends_requests_in_flight_mostly_to_the_faster_server():
+    with OpenAIStub(hold=0.02) as fast, OpenAIStub(hold=0.2) as slow:
+        client = make_client(fast.url, slow.url, max_in_flight=8)
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda i: client.complete([{"role": "user", "content": str(i)}]), range(80)))
+        counts = client.router.snapshot()
+        fast_part, slow_part = counts[fast.url], counts[slow.url]
+    assert fast_part["requests"] + slow_part["requests"] == 80
+    assert fast_part["requests"] > 3 * slow_part["requests"] > 0
+    assert slow_part["ewma_latency_s"] > fast_part["ewma_latency_s"]
 
 
 def test_retry_moves_to_the_next_server():

@@ -128,6 +128,24 @@ def test_every_setting_is_a_pytest_option_an_ini_key_and_a_run_flag(pytestconfig
     assert {setting.name for setting in settings.SETTINGS} <= flags
 
 
+def test_sweep_settings_are_flags_of_sweep_only_and_read_the_environment(pytestconfig):
+    sub = argparse.ArgumentParser().add_subparsers()
+    from apibank_bench.commands import sweep as sweep_command
+
+    sweep_command.register(sub)
+    args = sub.choices["sweep"].parse_args(["--out", "d", "--executor", "slurm", "--slurm-gpus", "2",
+                                            "--slurm-sbatch", '{"qos": "high"}'])
+    given = settings.resolve_sweep(lambda s: getattr(args, s.name), environ={"APIBANK_SLURM_PARTITION": "gpu"})
+    assert (given.executor, given.slurm_gpus, given.slurm_sbatch, given.slurm_partition) == \
+        ("slurm", 2, {"qos": "high"}, "gpu")
+    assert given.slurm_time == 240 and given.endpoint_command is None
+    for setting in settings.SWEEP_SETTINGS:
+        assert pytestconfig.getoption(setting.dest, "missing") == "missing", setting.name  # not a run's option
+        assert setting.name not in {s.name for s in settings.SETTINGS}
+    with pytest.raises(ValueError, match="--executor: 'ray' is not one of local, slurm"):
+        settings.resolve_sweep(lambda s: {"executor": "ray"}.get(s.name))
+
+
 def test_run_flags_become_pytest_options():
     sub = argparse.ArgumentParser().add_subparsers()
     register(sub)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+import warnings
 from typing import Callable
 
 from apibank_bench.llm import ChatClient, ModelConfig
@@ -35,7 +36,7 @@ def model_config(cfg: RunConfig, local_url: str | None = None) -> ModelConfig:
         max_retries=cfg.max_retries, max_in_flight=cfg.max_in_flight,
         cache_dir=cfg.cache_root / "responses" if cfg.cache else None,
         constrained=local if cfg.constrained is None else cfg.constrained,
-        server_kind=cfg.server_kind,
+        server_kind=cfg.server_kind, routing=cfg.routing,
         # llama.cpp's gemma chat format drops system messages: fold them into the user turn.
         fold_system=local,
     )
@@ -46,9 +47,19 @@ def model_client(cfg: RunConfig, local_url: Callable[[], str]) -> ChatClient | N
     if cfg.is_gold:
         return None
     config = model_config(cfg, local_url() if needs_local_server(cfg) else None)
+    dead = []
     for url in config.base_urls:
-        reachable(url)
-    return ChatClient(config)
+        try:
+            reachable(url)
+        except EndpointUnreachable as exc:
+            dead.append((url, exc))
+    if len(dead) == len(config.base_urls):
+        raise dead[0][1]
+    client = ChatClient(config)
+    for url, exc in dead:  # one of several replicas is down: the run goes on with the others
+        warnings.warn(f"{exc}; it is left out of rotation and tried again later", RuntimeWarning, stacklevel=2)
+        client.router.eject(url)
+    return client
 
 
 class EndpointUnreachable(RuntimeError):

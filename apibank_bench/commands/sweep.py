@@ -5,13 +5,18 @@ A comma-separated value of a run flag is a grid axis, e.g. `--topology independe
 commas separate items), switches and `--extra-body`. Every combination is run, also where an axis
 changes nothing (team size for `single`); with the cache on such repeats make no model calls.
 Each cell is `apibank-bench run --out-dir DIR/<axis=value,...>` in its own process (log: run.log in
-the cell). Rerunning the same sweep skips complete cells and resumes the others (no --resume needed).
+the cell), one after another here or, with `--executor slurm`, as one Slurm array job (`--slurm-*`
+set its resources). Rerunning the same sweep skips complete cells, leaves cells whose job is still
+queued or running alone (DIR/jobs.json records each cell's job) and resumes or resubmits the others
+(no --resume needed). `--no-wait` returns once the cells are submitted; `--status` shows each cell's
+results and job; the same command again (or `--tabulate`) collects.
 Then DIR/sweep.csv and DIR/sweep.md hold accuracy with its 95% Wilson interval, n and errors per cell
 and level, tokens and wall time per cell; with a seed axis, DIR/sweep_seeds.csv and sweep.md add the
 mean ± sd of accuracy over the seeds. Build the HTML report with `apibank-bench report DIR --out DIR/report`.
 
-Exit codes: 0 every cell is complete; 1 some cell is incomplete (errors, or not run: rerun to
-resume); 2 bad usage (every cell's settings are checked before any cell runs); 130 interrupted.
+Exit codes: 0 every cell is complete (with --no-wait: every unfinished cell is submitted or already
+queued or running); 1 some cell is incomplete (errors, or not run: rerun to resume); 2 bad usage
+(every cell's settings are checked before any cell runs) or the executor refused; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -28,27 +33,59 @@ def register(sub) -> None:
                             description=__doc__.split("\n\n", 1)[1])
     parser.add_argument("--out", required=True, metavar="DIR", help="the sweep folder: one results folder per cell")
     parser.add_argument("-n", "--workers", default=None, help="pytest-xdist workers per cell (e.g. 2 or auto)")
+    actions = parser.add_mutually_exclusive_group()
+    actions.add_argument("--no-wait", action="store_true",
+                         help="return once the cells are submitted (a batch executor); collect later")
+    actions.add_argument("--status", action="store_true", help="show each cell's results and job; submit nothing")
+    actions.add_argument("--tabulate", action="store_true", help="write the tables from the cells' folders; "
+                         "submit nothing")
     from apibank_bench.runs.sweep import NOT_FLAGS
 
     settings.add_command_flags(parser, skip=NOT_FLAGS)
+    settings.add_command_flags(parser, table=settings.SWEEP_SETTINGS)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     from apibank_bench.reports.sweep_table import write_tables
-    from apibank_bench.runs.sweep import SweepError, run_sweep, status
+    from apibank_bench.runs.jobs import Ledger
+    from apibank_bench.runs.sweep import SweepError, run_sweep, status, sweep_status
 
     given = {setting.name: getattr(args, setting.name, None) for setting in settings.SETTINGS}
+    interrupted = False
     try:
-        axes, cells, interrupted = run_sweep(given, args.out, args.workers)
-    except SweepError as exc:
+        sweep = settings.resolve_sweep(lambda s: getattr(args, s.name, None))
+        if args.status or args.tabulate:
+            axes, cells = sweep_status(given, args.out, sweep)
+        else:
+            axes, cells, interrupted = run_sweep(given, args.out, args.workers, sweep, wait=not args.no_wait)
+    except (SweepError, ValueError) as exc:
         print(f"apibank-bench sweep: {exc}", file=sys.stderr)
         return 2
-    print(write_tables(args.out, axes, cells), end="")
+    if args.status:
+        records = Ledger(args.out).read()
+        for index, cell in enumerate(cells, start=1):
+            print(f"sweep: cell {index}/{len(cells)} [{cell.label}] {status(cell)}{job_text(records.get(cell.path.name))}")
+    else:
+        print(write_tables(args.out, axes, cells), end="")
     if interrupted:
         return 130
+    held = [cell for cell in cells if cell.job]
+    if args.no_wait and all(cell.job or status(cell) == "complete" for cell in cells):
+        print(f"sweep: {len(held)} cells queued or running; `--status` follows them, the same command collects")
+        return 0
     unfinished = [cell for cell in cells if status(cell) != "complete"]
     if unfinished:
-        print(f"sweep: {len(unfinished)} of {len(cells)} cells incomplete; rerun the same command to resume them")
+        print(f"sweep: {len(unfinished)} of {len(cells)} cells incomplete"
+              + (f" ({len(held)} still queued or running)" if held else "")
+              + "; rerun the same command to resume them")
         return INCOMPLETE
     return 0
+
+
+def job_text(entry: dict | None) -> str:
+    """The last job of a cell, as `--status` shows it."""
+    if not entry or not entry.get("job_id"):
+        return ""
+    return (f"; last job {entry['job_id']} ({entry.get('executor')}): {str(entry.get('state')).lower()}, "
+            f"{entry.get('submissions', 0)} submission(s)")

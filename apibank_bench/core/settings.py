@@ -1,10 +1,13 @@
 """Every setting of a run, declared once.
 
-`SETTINGS` is the one table. From it come the pytest options (`--apibank-NAME`),
-the ini keys (`apibank_NAME`), the environment variables (`APIBANK_NAME`, and the
-OpenAI client's own `OPENAI_BASE_URL` / `OPENAI_API_KEY` where noted), the flags of
-`apibank-bench run`, the README's options table and the `config.run` part of
-`summary.json`. Precedence: command line, then ini, then environment, then default.
+`TABLE` is the one table. From its run and model rows (`SETTINGS`) come the pytest
+options (`--apibank-NAME`), the ini keys (`apibank_NAME`), the environment variables
+(`APIBANK_NAME`, and the OpenAI client's own `OPENAI_BASE_URL` / `OPENAI_API_KEY`
+where noted), the flags of `apibank-bench run`, the README's options table and the
+`config.run` part of `summary.json`. Its sweep rows (`SWEEP_SETTINGS`: where a
+sweep's cells run) are flags of `apibank-bench sweep` and environment variables
+only, since they do not change what a run does. Precedence: command line, then ini,
+then environment, then default.
 
 Choices that name a registered thing (topologies, ToolSearcher scorers, agent kinds)
 are read from that registry when first needed, so a new topology module is all it
@@ -102,11 +105,12 @@ class Setting:
     deprecated_env: Mapping[str, Callable[[str], Any]] = field(default_factory=dict)  #: old name -> converter
     secret: bool = False  #: never written or printed
     default_text: str | None = None  #: the default as the README states it, where it is not a plain value
-    group: str = "run"  #: "run" (what and how to run) or "model" (how to reach and sample the model)
+    group: str = "run"  #: "run" (what and how to run), "model" (how to reach and sample the model) or
+    #: "sweep" (where a sweep's cells run: a flag of `sweep` only)
 
     @property
     def option(self) -> str:
-        return "--apibank-" + self.name.replace("_", "-")
+        return ("--" if self.group == "sweep" else "--apibank-") + self.name.replace("_", "-")
 
     @property
     def dest(self) -> str:
@@ -138,7 +142,7 @@ class Setting:
 
 _NO_CACHE = {"APIBANK_NO_CACHE": lambda text: not parse_bool(text)}
 
-SETTINGS: tuple[Setting, ...] = (
+TABLE: tuple[Setting, ...] = (
     # what to run
     Setting("root", "the API-Bank data root", default_text="`vendor/api-bank`"),
     Setting("level", "`all` = the 100-task eval manifest (33/33/34); `1`, `2`, `3` = that level's curated list",
@@ -180,9 +184,13 @@ SETTINGS: tuple[Setting, ...] = (
     # the model
     Setting("model", "model name; `gold` replays the gold calls (a harness self-check)", group="model",
             default_text="the embedded model"),
-    Setting("base_url", "OpenAI-compatible endpoint(s), comma separated, used round-robin; none = the embedded model",
+    Setting("base_url", "OpenAI-compatible endpoint(s), comma separated (spread by `--routing`); none = the embedded "
+            "model",
             parse_urls, [], env=("OPENAI_BASE_URL",),
             deprecated_env={"APIBANK_BASE_URLS": parse_urls}, group="model"),
+    Setting("routing", "how requests are spread over several base URLs: `load` (to the fewest outstanding requests "
+            "weighted by each endpoint's moving-average latency; an endpoint that keeps failing is left out for a "
+            "while) or `round_robin` (each in turn)", default="load", choices=("load", "round_robin"), group="model"),
     Setting("api_key", "the endpoint's API key", env=("OPENAI_API_KEY",), secret=True, group="model"),
     Setting("temperature", "sampling temperature", float, 0.2, group="model"),
     Setting("top_p", "nucleus sampling", float, 0.9, group="model"),
@@ -203,9 +211,34 @@ SETTINGS: tuple[Setting, ...] = (
             flag=True, deprecated_env=_NO_CACHE, group="model"),
     Setting("cache_dir", "the cache folder (responses, the assembled embedded model, the ToolSearcher model)",
             default="~/.cache/apibank-bench", group="model"),
+    # where a sweep's cells run (`apibank-bench sweep` only)
+    Setting("executor", "where a sweep's cells run: `local` (one after another here) or `slurm` (one Slurm array "
+            "job, through submitit)", default="local", choices="apibank_bench.runs.executors:EXECUTORS",
+            group="sweep"),
+    Setting("slurm_partition", "the Slurm partition of the cells' jobs", default_text="the cluster's default",
+            group="sweep"),
+    Setting("slurm_time", "time limit of each cell's job, in minutes", _at_least(1), 240, group="sweep"),
+    Setting("slurm_gpus", "GPUs of each cell's job (`--gpus-per-node`)", _at_least(0), group="sweep"),
+    Setting("slurm_cpus", "CPUs of each cell's job (`--cpus-per-task`)", _at_least(1), group="sweep"),
+    Setting("slurm_mem", "memory of each cell's job, as sbatch writes it (`32G`)", group="sweep",
+            default_text="the cluster's default"),
+    Setting("slurm_max_running", "cells of the array job running at once", _at_least(1), group="sweep",
+            default_text="no limit"),
+    Setting("slurm_sbatch", "further sbatch options as a JSON object, e.g. `{\"account\": \"lab\", \"qos\": "
+            "\"high\"}`", parse_json_object, {}, default_text="-", group="sweep"),
+    Setting("slurm_setup", "a shell command each cell's job runs first (e.g. `module load cuda`)", group="sweep"),
+    Setting("endpoint_command", "a shell command each cell runs where it lands to start its own model server; it "
+            "prints the server's base URL, which the cell uses, and is stopped when the cell ends "
+            "(`$APIBANK_FREE_PORT` holds a free port)", group="sweep"),
+    Setting("endpoint_wait", "seconds a cell waits for its endpoint command's server to answer", _at_least(1, float),
+            900.0, group="sweep"),
 )
 
-BY_NAME = {setting.name: setting for setting in SETTINGS}
+#: The run and model settings (a run's RunConfig, the pytest options, the flags of `run`).
+SETTINGS: tuple[Setting, ...] = tuple(setting for setting in TABLE if setting.group != "sweep")
+#: Where a sweep's cells run (flags of `sweep`).
+SWEEP_SETTINGS: tuple[Setting, ...] = tuple(setting for setting in TABLE if setting.group == "sweep")
+BY_NAME = {setting.name: setting for setting in TABLE}
 TEAM_SIZES = (2, 4, 8, 10)
 RUN_DEFAULT_LIMIT = 2  #: `apibank-bench run` runs 2 instances unless told otherwise (`--limit 0` = all)
 
@@ -260,6 +293,9 @@ RunConfig = make_dataclass(
 )
 RunConfig.__module__ = __name__
 RunConfig.__doc__ = "One run's settings; build it with `resolve`."
+SweepConfig = make_dataclass("SweepConfig", [(s.name, Any) for s in SWEEP_SETTINGS], frozen=True)
+SweepConfig.__module__ = __name__
+SweepConfig.__doc__ = "Where a sweep's cells run; build it with `resolve_sweep`."
 
 
 # -- resolution ---------------------------------------------------------------------------
@@ -292,9 +328,25 @@ def resolve(option_value: Callable[[Setting], Any] = lambda s: None,
 
     Errors name the option (or the variable) the bad value came from.
     """
-    environ = os.environ if environ is None else environ
+    values = _values(SETTINGS, option_value, ini_value, os.environ if environ is None else environ)
+    cfg = RunConfig(**{name: (value.copy() if isinstance(value, (list, dict)) else value)
+                       for name, value in values.items()})
+    if cfg.topology != "single" and cfg.team_size not in TEAM_SIZES:
+        raise ValueError(f"{BY_NAME['team_size'].option} must be one of {TEAM_SIZES}, got {cfg.team_size}")
+    return cfg
+
+
+def resolve_sweep(option_value: Callable[[Setting], Any] = lambda s: None,
+                  environ: Mapping[str, str] | None = None) -> "SweepConfig":
+    """The sweep settings: option, else environment, else default."""
+    return SweepConfig(**_values(SWEEP_SETTINGS, option_value, lambda s: None,
+                                 os.environ if environ is None else environ))
+
+
+def _values(table: Iterable[Setting], option_value: Callable[[Setting], Any], ini_value: Callable[[Setting], Any],
+            environ: Mapping[str, str]) -> dict[str, Any]:
     values = {}
-    for setting in SETTINGS:
+    for setting in table:
         raw, where = option_value(setting), setting.option
         if raw is None or raw == []:
             raw, where = ini_value(setting), f"ini {setting.dest}"
@@ -306,11 +358,7 @@ def resolve(option_value: Callable[[Setting], Any] = lambda s: None,
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{where}: {exc}") from None
         values[setting.name] = _check(setting, value, where)
-    cfg = RunConfig(**{name: (value.copy() if isinstance(value, (list, dict)) else value)
-                       for name, value in values.items()})
-    if cfg.topology != "single" and cfg.team_size not in TEAM_SIZES:
-        raise ValueError(f"{BY_NAME['team_size'].option} must be one of {TEAM_SIZES}, got {cfg.team_size}")
-    return cfg
+    return values
 
 
 def from_environment(environ: Mapping[str, str] | None = None, **overrides: Any) -> RunConfig:
@@ -341,16 +389,19 @@ def add_pytest_options(parser) -> None:
         parser.addini(setting.dest, setting.help, default=None)
 
 
-def add_command_flags(parser, skip: Iterable[str] = ()) -> None:
-    """The same settings as flags of a command (`--NAME`); unset flags stay None."""
+def add_command_flags(parser, skip: Iterable[str] = (), table: Iterable[Setting] = SETTINGS) -> None:
+    """The settings of `table` as flags of a command (`--NAME`); unset flags stay None."""
     import argparse
 
-    groups = {"run": parser.add_argument_group("run settings"),
-              "model": parser.add_argument_group("model settings (default: the embedded local model)")}
-    for setting in SETTINGS:
+    titles = {"run": "run settings", "model": "model settings (default: the embedded local model)",
+              "sweep": "where the cells run"}
+    groups = {}
+    for setting in table:
         if setting.name in skip:
             continue
         flag = "--" + setting.name.replace("_", "-")
+        if setting.group not in groups:
+            groups[setting.group] = parser.add_argument_group(titles[setting.group])
         target = groups[setting.group]
         if setting.flag:
             target.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=setting.help)
@@ -380,11 +431,12 @@ def pytest_argv(values: Mapping[str, Any], prefix: str = "--apibank-") -> list[s
 def markdown_table() -> str:
     """The README's options table."""
     lines = ["| option | environment | default | meaning |", "| --- | --- | --- | --- |"]
-    for setting in SETTINGS:
+    for setting in TABLE:
         choices = setting.allowed()
         meaning = setting.help + (f" (one of {', '.join(f'`{c}`' for c in choices)})" if choices else "")
         env = ", ".join(f"`{name}`" for name in setting.env_names)
-        lines.append(f"| `{setting.option}` | {env} | {setting.readme_default()} | {meaning} |")
+        option = f"`sweep {setting.option}`" if setting.group == "sweep" else f"`{setting.option}`"
+        lines.append(f"| {option} | {env} | {setting.readme_default()} | {meaning} |")
     return "\n".join(lines)
 
 

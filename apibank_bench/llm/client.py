@@ -4,15 +4,14 @@ The `openai` package does the HTTP (its own retries are off: `max_retries=0`);
 this module adds what a benchmark run needs around it: the retry policy of
 `retry.py`, a cap on requests in flight (`limit.AdaptiveLimit`, shared by every
 caller of one client, Agents SDK agents included; it backs off on HTTP 429), one
-request for identical requests in flight at once, round-robin over several base URLs
-(a retry moves to the next one), per-call token/latency accounting and the
+request for identical requests in flight at once, the choice among several base URLs
+(`router.py`: by load, a retry elsewhere), per-call token/latency accounting and the
 on-disk response cache (a hit makes no HTTP request).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import re
 import threading
 import time
@@ -27,6 +26,7 @@ from apibank_bench.llm.cache import ResponseCache, request_key
 from apibank_bench.llm.config import ModelConfig
 from apibank_bench.llm.limit import AdaptiveLimit
 from apibank_bench.llm.retry import RetryPolicy, is_retryable
+from apibank_bench.llm.router import Router
 
 #: Placeholder key for local servers, which accept any key (openai needs one).
 NO_KEY = "sk-no-key"
@@ -166,12 +166,7 @@ class ChatClient:
             )
             for url in config.base_urls
         }
-        self._urls = itertools.cycle(config.base_urls)
-        self._urls_lock = threading.Lock()
-
-    def next_url(self) -> str:
-        with self._urls_lock:
-            return next(self._urls)
+        self.router = Router(config.base_urls, config.routing)
 
     def request_body(
         self, messages: Sequence[dict[str, Any]], *, extra_body: dict[str, Any] | None = None,
@@ -269,8 +264,8 @@ class ChatClient:
         def attempt() -> Completion:
             nonlocal attempts, url
             attempts += 1
-            url = self.next_url()
-            with self.limiter.slot():
+            with self.limiter.slot(), self.router.request(avoid=url) as chosen:  # a retry goes elsewhere
+                url = chosen
                 try:
                     response = self._clients[url].chat.completions.create(**kwargs)
                 except openai.RateLimitError:

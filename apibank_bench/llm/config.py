@@ -44,6 +44,7 @@ class ModelConfig:
     constrained: bool | None = None
     server_kind: str = BY_NAME["server_kind"].default
     fold_system: bool = False
+    routing: str = BY_NAME["routing"].default  #: how requests are spread over `base_urls` (llm/router.py)
 
     def __post_init__(self) -> None:
         self.base_urls = [url.strip().rstrip("/") for url in self.base_urls if url and url.strip()]

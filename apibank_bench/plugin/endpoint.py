@@ -14,6 +14,35 @@ class EndpointPlugin:
     def __init__(self, config) -> None:
         self.config = config
         self.local: OnDemandServer | None = None
+        self.worker_counts: list[dict] = []  #: each finished xdist worker's requests per endpoint
+
+    def own_counts(self) -> dict:
+        """This process's requests, errors and latency per endpoint (URL credentials masked)."""
+        from apibank_bench.core.redact import redact
+        from apibank_bench.plugin.keys import MODEL
+
+        client = self.config.stash.get(MODEL, None)
+        if client is None:
+            return {}
+        return {redact(url): counts for url, counts in client.router.snapshot().items()}
+
+    def endpoint_counts(self) -> dict:
+        """The run's requests per endpoint: this process's and its workers'."""
+        from apibank_bench.llm.router import merge_snapshots
+
+        return merge_snapshots([self.own_counts(), *self.worker_counts])
+
+    def pytest_sessionfinish(self) -> None:
+        from apibank_bench.plugin import is_worker
+
+        if is_worker(self.config):  # travels to the controller with the worker's end
+            self.config.workeroutput["apibank_endpoints"] = self.own_counts()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error) -> None:
+        counts = getattr(node, "workeroutput", {}).get("apibank_endpoints")
+        if counts:
+            self.worker_counts.append(counts)
 
     def base_url(self) -> str:
         """The embedded server's URL: from the controller on a worker, else started here."""

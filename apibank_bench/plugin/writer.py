@@ -109,13 +109,19 @@ class Writer:
         if self.files is not None and self.summary is None:
             cfg = run_config(self.config)
             wall_time = time.time() - self.started
-            if cfg.resume:  # a resumed run's time includes the parts before
+            endpoint = self.config.pluginmanager.get_plugin("apibank-endpoint")
+            endpoints = [endpoint.endpoint_counts()] if endpoint else []
+            if cfg.resume:  # a resumed run's time and requests include the parts before
                 try:
-                    wall_time += (read_summary(self.files.out_dir) or {}).get("wall_time_s") or 0
+                    before = read_summary(self.files.out_dir) or {}
                 except ValueError:
-                    pass  # a summary cut by a kill: its time is lost, the results are not
+                    before = {}  # a summary cut by a kill: its time is lost, the results are not
+                wall_time += before.get("wall_time_s") or 0
+                endpoints.append(before.get("endpoints") or {})
+            from apibank_bench.llm.router import merge_snapshots
+
             self.summary = self.files.finalize(selected_cases(self.config), config=self.metadata(cfg),
-                                               wall_time_s=wall_time)
+                                               wall_time_s=wall_time, extra={"endpoints": merge_snapshots(endpoints)})
 
     def metadata(self, cfg) -> dict:
         from apibank_bench.runs.provenance import provenance

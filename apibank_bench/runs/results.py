@@ -7,11 +7,13 @@ duplicates, when the run ends or is resumed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import threading
+import uuid
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -120,9 +122,10 @@ class RunFiles:
             if trace is not None:
                 write_atomic(self.out_dir / TRACES / trace_name(*row_key(result)), to_json(cap_strings(trace)))
 
-    def finalize(self, order: Iterable[str], config: dict | None = None, wall_time_s: float | None = None) -> dict:
+    def finalize(self, order: Iterable[str], config: dict | None = None, wall_time_s: float | None = None,
+                 extra: dict | None = None) -> dict:
         """Sort both JSONL files into run order (`order`: case IDs, runs.epochs; the last line per
-        instance and epoch wins) and write summary.json."""
+        instance and epoch wins) and write summary.json (with the `extra` top-level keys)."""
         with self._lock:
             keys = [split_case(case) for case in order]
             for name in (PREDICTIONS, RESULTS):
@@ -130,6 +133,7 @@ class RunFiles:
             wanted = set(keys)
             results = [line for line in read_jsonl(self.out_dir / RESULTS) if row_key(line) in wanted]
             summary = summarize(results, config, wall_time_s, selected=len(keys), trace_dir=self.out_dir / TRACES)
+            summary.update(extra or {})
             write_atomic(self.out_dir / SUMMARY, json.dumps(summary, indent=1, ensure_ascii=False))
             return summary
 
@@ -140,9 +144,23 @@ def trace_name(task_id: str, epoch: int = 0) -> str:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    """Replace `path` with `text` so that a reader sees the old file or the new one, never a part.
+
+    The temporary file has a name of its own (not just this process's ID, which another node
+    on a shared file system may also have) and is on disk before the rename.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # made with the usual permissions
+    try:
+        with open(tmp, "x", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def finished_ids(out_dir: Path) -> set[str]:

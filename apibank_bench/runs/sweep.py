@@ -9,7 +9,10 @@ and with the response cache on they cost no model calls.
 Each cell is `python -m apibank_bench run --out-dir DIR/<axis=value,...>` in a subprocess: the
 very code path of `run`, with a fresh interpreter per cell (pytest keeps plugins, stashes and
 imported modules in the process, so repeated in-process `pytest.main` calls would share state), and
-the cell's exit code and log (`run.log` in the cell) stay its own.
+the cell's exit code and log (`run.log` in the cell) stay its own. Where that subprocess runs is the
+executor's business (`runs/executors/`: here, one after another, or a Slurm array job); the cell
+job (`CellJob`) is the same everywhere, and the job ledger (`runs/jobs.py`, `DIR/jobs.json`)
+keeps a cell from being submitted while an earlier job of it is still queued or running.
 
 A cell whose summary.json is complete and records the cell's settings is skipped; one that is
 incomplete, or ran a different selection, is resumed. Settings that change how a run is carried out
@@ -25,19 +28,24 @@ import os
 import re
 import subprocess
 import sys
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from apibank_bench.core import settings
 from apibank_bench.core.paths import require_root
-from apibank_bench.runs.results import RESULTS, SUMMARY, read_summary, write_atomic
+from apibank_bench.runs.jobs import ENDED, SUBMITTING, Ledger, claim_alive, this_process
+from apibank_bench.runs.results import RESULTS, SUMMARY, read_summary
 
 LOG = "run.log"
+ENDPOINT_FAILED = 3  #: a cell's exit code when its endpoint command gave no endpoint (as `run`'s unreachable)
+POLL_S = 10.0  #: seconds between looks at queued and running jobs while a sweep waits
 #: Settings that change how a run is carried out, not what it measures.
 OPERATIONAL = frozenset({"root", "out_dir", "resume", "concurrency", "instance_timeout", "max_consecutive_errors",
-                         "base_url", "api_key", "timeout", "max_retries", "max_in_flight", "cache", "cache_dir",
-                         "baseline", "gate_alpha"})
+                         "base_url", "routing", "api_key", "timeout", "max_retries", "max_in_flight", "cache",
+                         "cache_dir", "baseline", "gate_alpha"})
 #: Settings that choose the instances: a finished cell run on another selection is resumed, not refused.
 SELECTION = frozenset({"level", "limit", "offset", "only", "shard"})
 #: Settings the sweep sets itself.
@@ -90,6 +98,7 @@ class Cell:
     resume: bool = False
     skip: bool = False
     summary: dict | None = field(default=None, repr=False)
+    job: str | None = None  #: "STATE job-id" of a job that holds the cell (queued or running)
 
     @property
     def label(self) -> str:
@@ -159,9 +168,11 @@ def command_flags(given: Mapping[str, Any]) -> tuple[list[str], dict[str, str]]:
     return settings.pytest_argv(flags, prefix="--"), environ
 
 
-def run_cell(cell: Cell, workers: str | None = None) -> int:
+def run_cell(cell: Cell, workers: str | None = None, base_url: str | None = None) -> int:
     """`apibank-bench run` for one cell in a fresh interpreter of this very package; output to the cell's log."""
     given = dict(cell.given)
+    if base_url:  # the cell's own endpoint
+        given["base_url"] = [base_url]
     if given.get("limit") is None:
         given["limit"] = settings.RUN_DEFAULT_LIMIT  # explicit, so the log's command line says it
     flags, secret_env = command_flags(given)
@@ -185,6 +196,36 @@ def run_cell(cell: Cell, workers: str | None = None) -> int:
             raise
 
 
+@dataclass(frozen=True)
+class CellJob:
+    """One cell's run as plain data (no secrets: those travel in the environment), for any executor to
+    ship; calling it runs the cell where it lands and returns the run's exit code."""
+
+    given: dict[str, Any]
+    path: str
+    label: str
+    workers: str | None = None
+    endpoint_command: str | None = None
+    endpoint_wait: float = settings.BY_NAME["endpoint_wait"].default
+
+    def __call__(self) -> int:
+        cell = Cell({}, dict(self.given), Path(self.path))
+        plan(cell)  # again, now: an earlier job of this cell may have left results to resume
+        if cell.skip:
+            return 0
+        if not self.endpoint_command:
+            return run_cell(cell, self.workers)
+        from apibank_bench.runs.node_endpoint import EndpointStartError, node_endpoint
+
+        try:
+            with node_endpoint(self.endpoint_command, cell.path, self.endpoint_wait) as url:
+                return run_cell(cell, self.workers, base_url=url)
+        except EndpointStartError as exc:
+            with open(cell.path / LOG, "a", encoding="utf-8") as log:
+                log.write(f"sweep: the cell's endpoint did not start: {exc}\n")
+            return ENDPOINT_FAILED
+
+
 def cell_result(summary: dict | None) -> str:
     if summary is None:
         return "no results"
@@ -193,6 +234,8 @@ def cell_result(summary: dict | None) -> str:
 
 
 def status(cell: Cell) -> str:
+    if cell.job is not None:
+        return "queued" if cell.job.startswith(("PENDING", SUBMITTING)) else "running"
     if cell.summary is None:
         return "not run"
     return "complete" if cell.summary.get("complete") else "incomplete"
@@ -202,25 +245,175 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
-def run_sweep(given: Mapping[str, Any], out: Path, workers: str | None = None,
-              say: Callable[[str], None] = _say) -> tuple[dict[str, list[str]], list[Cell], bool]:
-    """Check every cell, then run the unfinished ones; (axes, cells, interrupted)."""
+def prepare(given: Mapping[str, Any], out: Path) -> tuple[dict[str, list[str]], list[Cell]]:
+    """The grid, every cell's settings checked and planned (run, resume or skip)."""
     axes, cells = expand(given, out)
     for cell in cells:
         plan(cell)
     for root in {cell.cfg.root for cell in cells}:
         require_root(root)  # a missing data root fails here, not once per cell
-    total = len(cells)
+    return axes, cells
+
+
+def make_executor(name: str, sweep: Any, out: Path):
+    from apibank_bench.runs.executors import EXECUTORS
+
     try:
-        for index, cell in enumerate(cells, start=1):
-            head = f"sweep: cell {index}/{total} [{cell.label}]"
-            if cell.skip:
-                say(f"{head} complete, skipped: {cell_result(cell.summary)}")
+        return EXECUTORS.get(name)(sweep, out)
+    except ValueError as exc:
+        raise SweepError(str(exc)) from None
+
+
+def held_jobs(records: Mapping[str, dict], sweep: Any, out: Path) -> dict[str, str]:
+    """{cell folder: "STATE job-id"} for the cells whose recorded job is still queued or running
+    (or which another live sweep is submitting); each engine is asked about its own jobs."""
+    me, held, by_engine = this_process(), {}, {}
+    for name, entry in records.items():
+        job_id, state = entry.get("job_id") or "", entry.get("state") or ""
+        if job_id == me or ended(entry):
+            continue  # this sweep does not wait for itself
+        if state == SUBMITTING:
+            if claim_alive(entry):
+                held[name] = f"{SUBMITTING} {job_id}"
+            continue
+        by_engine.setdefault(entry.get("executor") or "local", {})[name] = job_id
+    for engine, jobs in by_engine.items():
+        try:
+            live = make_executor(engine, sweep, out).active(sorted(set(jobs.values())))
+        except RuntimeError as exc:  # the engine cannot be asked: never guess that a job has gone
+            raise SweepError(f"cannot tell whether earlier jobs still hold cells: {exc}") from None
+        held.update({name: f"{live[job_id]} {job_id}" for name, job_id in jobs.items() if job_id in live})
+    return held
+
+
+def ended(entry: Mapping[str, Any]) -> bool:
+    return str(entry.get("state") or "").startswith(ENDED)
+
+
+@contextmanager
+def secrets_in_environment(given: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The values without secrets, which meanwhile are in this process's environment: a cell job
+    inherits them (locally, or through the environment sbatch exports) and no job file holds them."""
+    secret = {s.name: s.env_names[0] for s in settings.SETTINGS if s.secret and given.get(s.name) is not None}
+    saved = {variable: os.environ.get(variable) for variable in secret.values()}
+    os.environ.update({variable: str(given[name]) for name, variable in secret.items()})
+    try:
+        yield {name: value for name, value in given.items() if name not in secret}
+    finally:
+        for variable, value in saved.items():
+            if value is None:
+                os.environ.pop(variable, None)
+            else:
+                os.environ[variable] = value
+
+
+def claim(cells: list[Cell], sweep: Any, out: Path, ledger: Ledger) -> list[Cell]:
+    """Under the ledger's lock: mark the cells that a live job holds (`cell.job`) and claim the
+    unfinished others for this sweep; the claimed cells."""
+    me, claimed = this_process(), []
+    with ledger.change() as records:
+        held = held_jobs(records, sweep, out)
+        for cell in cells:
+            cell.job = held.get(cell.path.name)
+            if cell.skip or cell.job:
                 continue
-            say(f"{head} {'resumed' if cell.resume else 'started'} -> {cell.path}")
-            code = run_cell(cell, workers)
-            cell.summary = cell_summary(cell.path)
-            say(f"{head} finished (exit {code}): {cell_result(cell.summary)}")
+            entry = records.setdefault(cell.path.name, {"submissions": 0})
+            entry.update(executor=sweep.executor, job_id=me, state=SUBMITTING, at=time.time())
+            claimed.append(cell)
+    return claimed
+
+
+def submit(cells: list[Cell], given: Mapping[str, Any], workers: str | None, sweep: Any, out: Path, ledger: Ledger,
+           heads: Mapping[str, str], say: Callable[[str], None]) -> None:
+    """Hand the claimed cells to the executor; every job ID and state it reports goes to the ledger."""
+    if not cells:
+        return
+    engine = make_executor(sweep.executor, sweep, out)
+    by_path = {str(cell.path.resolve()): cell for cell in cells}
+    jobs = [CellJob({**given, **cell.values}, path, heads[cell.path.name], workers, sweep.endpoint_command,
+                    sweep.endpoint_wait) for path, cell in by_path.items()]
+
+    def recorded(job: CellJob, job_id: str, state: str) -> None:
+        cell = by_path[job.path]
+        ledger.record(cell.path.name, engine.name, job_id, state, submitted=not state.startswith(ENDED))
+        if state == "RUNNING" and not engine.waits:
+            say(f"{job.label} {'resumed' if cell.resume else 'started'} -> {cell.path}")
+        elif state.startswith(ENDED):
+            cell.summary, cell.job = cell_summary(cell.path), None
+            say(f"{job.label} finished ({state[len(ENDED):].strip()}): {cell_result(cell.summary)}")
+        else:
+            cell.job = f"{state} {job_id}"
+            say(f"{job.label} {'resume' if cell.resume else 'run'} submitted as {engine.name} job {job_id} "
+                f"-> {cell.path}")
+
+    try:
+        engine.submit(jobs, recorded)
+    except RuntimeError as exc:
+        raise SweepError(f"{engine.name}: {exc}") from None
+    finally:  # a claim that got no job (a failed or interrupted submission) is let go
+        with ledger.change() as records:
+            for cell in cells:
+                entry = records.get(cell.path.name) or {}
+                if entry.get("state") == SUBMITTING and entry.get("job_id") == this_process():
+                    entry["state"] = f"{ENDED} not submitted"
+
+
+def wait_for(cells: list[Cell], sweep: Any, out: Path, ledger: Ledger, heads: Mapping[str, str],
+             say: Callable[[str], None]) -> None:
+    """Until no job holds any cell: record each job's state, and say when one has ended."""
+    names = {cell.path.name: cell for cell in cells}
+    while True:
+        with ledger.change() as records:
+            mine = {name: records[name] for name in names if name in records}
+            held = held_jobs(mine, sweep, out)
+            for name, entry in mine.items():
+                cell = names[name]
+                if name in held:
+                    entry["state"] = held[name].split(" ", 1)[0]
+                elif cell.job is not None and not ended(entry) and entry.get("job_id") != this_process():
+                    entry["state"] = f"{ENDED} ({cell.job.split(' ', 1)[0].lower()} when last seen)"
+                    cell.summary, cell.job = cell_summary(cell.path), None
+                    say(f"{heads[name]} job {entry.get('job_id')} ended: {cell_result(cell.summary)}")
+                cell.job = held.get(name)
+        if not held:
+            return
+        time.sleep(POLL_S)
+
+
+def run_sweep(given: Mapping[str, Any], out: Path, workers: str | None = None, sweep: Any = None,
+              wait: bool = True, say: Callable[[str], None] = _say) -> tuple[dict[str, list[str]], list[Cell], bool]:
+    """Check every cell, submit the unfinished ones that no job holds, and (unless not `wait`) wait
+    until no job holds any; (axes, cells, interrupted)."""
+    sweep = sweep if sweep is not None else settings.resolve_sweep()
+    axes, cells = prepare(given, out)
+    ledger = Ledger(out)
+    heads = {cell.path.name: f"sweep: cell {index}/{len(cells)} [{cell.label}]"
+             for index, cell in enumerate(cells, start=1)}
+    interrupted = False
+    try:
+        with secrets_in_environment(given) as plain:
+            claimed = claim(cells, sweep, out, ledger)
+            for cell in cells:
+                if cell.skip:
+                    say(f"{heads[cell.path.name]} complete, skipped: {cell_result(cell.summary)}")
+                elif cell.job:
+                    state, job_id = cell.job.split(" ", 1)
+                    say(f"{heads[cell.path.name]} {state.lower()} as job {job_id}: not submitted again")
+            submit(claimed, plain, workers, sweep, out, ledger, heads, say)
+            if wait:
+                wait_for(cells, sweep, out, ledger, heads, say)
     except KeyboardInterrupt:
-        return axes, cells, True
-    return axes, cells, False
+        interrupted = True
+    for cell in cells:
+        cell.summary = cell_summary(cell.path)
+    return axes, cells, interrupted
+
+
+def sweep_status(given: Mapping[str, Any], out: Path, sweep: Any = None) -> tuple[dict[str, list[str]], list[Cell]]:
+    """The grid with each cell's results and the job (if any) that still holds it; submits nothing."""
+    sweep = sweep if sweep is not None else settings.resolve_sweep()
+    axes, cells = prepare(given, out)
+    held = held_jobs(Ledger(out).read(), sweep, out)
+    for cell in cells:
+        cell.job = held.get(cell.path.name)
+    return axes, cells

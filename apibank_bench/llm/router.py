@@ -1,0 +1,195 @@
+"""Which endpoint answers the next request, when a run has several `--base-url`s.
+
+Round-robin lets the slowest replica set the pace; here each request goes to the
+endpoint where it should be answered soonest. Its expected latency there is the
+endpoint's moving-average latency plus, for each request outstanding there, that
+endpoint's moving-average latency per request in flight (a request's latency
+divided by the number of requests it shared the endpoint with, on average over its
+life): least outstanding requests, weighted by latency. The per-request weight is
+what makes one rule fit both kinds of server: one that answers a request at a time
+has a latency per request in flight of its service time (each request ahead adds
+one), while a batching server (vLLM, llama.cpp with slots) answering N at once in
+about the time of one has L / N (by Little's law, its throughput is N / L), so its
+queue is cheap. Weighting the outstanding count by the whole latency instead, as
+plain load balancers do, would send a batching fast server's overflow to a slow
+one. An endpoint's latency counts as at least the age of its oldest outstanding
+request (so an endpoint that stalls, or a slow one not yet measured, stops drawing
+requests before its first answer comes). An endpoint not yet measured counts as
+fast as the fastest one and wins ties, so every endpoint gets tried.
+
+An endpoint whose requests keep failing at the connection or with a 5xx
+(`FAILURES_TO_EJECT` in a row) is taken out of rotation for a cooldown that
+doubles with every ejection in a row (up to `MAX_COOLDOWN_S`); when it ends the
+endpoint is tried again with one request at a time, and one success brings it
+fully back. When every
+endpoint is out, the one due back soonest is used (the retry policy still
+decides whether to try at all). A retry avoids the endpoint that just failed.
+
+`--routing round_robin` keeps the plain rotation of earlier releases (each request,
+retries included, to the next URL in turn; nothing taken out). Either way the
+router counts requests, errors and latency per endpoint; `snapshot()` is what
+`summary.json` records under `endpoints`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
+
+import openai
+
+FAILURES_TO_EJECT = 3
+COOLDOWN_S = 5.0
+MAX_COOLDOWN_S = 120.0
+EWMA_WEIGHT = 0.3  #: the weight of the newest latency in the moving average
+ROUTINGS = ("load", "round_robin")
+
+
+def is_endpoint_failure(exc: BaseException) -> bool:
+    """The endpoint, not the request, is at fault: no connection, a timeout, or a 5xx."""
+    if isinstance(exc, openai.APIConnectionError):  # APITimeoutError is one
+        return True
+    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
+
+
+@dataclass
+class Endpoint:
+    url: str
+    started: dict = field(default_factory=dict)  #: outstanding request -> when it was sent
+    ewma_s: float | None = None  #: moving average of successful requests' latency
+    per_request_s: float | None = None  #: moving average of latency / requests in flight with it (routes)
+    requests: int = 0
+    errors: int = 0
+    latency_total_s: float = 0.0  #: over all requests, failed ones included
+    failures_in_row: int = 0
+    ejections: int = 0  #: times taken out of rotation
+    ejected_in_row: int = 0
+    back_at: float = 0.0  #: out of rotation until this monotonic time
+
+    @property
+    def outstanding(self) -> int:
+        return len(self.started)
+
+    def report(self) -> dict:
+        return {"requests": self.requests, "errors": self.errors,
+                "mean_latency_s": round(self.latency_total_s / self.requests, 4) if self.requests else None,
+                "ewma_latency_s": None if self.ewma_s is None else round(self.ewma_s, 4),
+                "ejections": self.ejections}
+
+
+def _average(average: float | None, sample: float) -> float:
+    return sample if average is None else EWMA_WEIGHT * sample + (1 - EWMA_WEIGHT) * average
+
+
+class Router:
+    """Thread-safe; one per client."""
+
+    def __init__(self, urls: Sequence[str], policy: str = "load", clock: Callable[[], float] = time.monotonic) -> None:
+        if not urls:
+            raise ValueError("no endpoints to route to")
+        if policy not in ROUTINGS:
+            raise ValueError(f"routing must be one of {ROUTINGS}, got {policy!r}")
+        self.endpoints = {url: Endpoint(url) for url in urls}
+        self.policy = policy
+        self._turn = itertools.cycle(self.endpoints.values())
+        self._clock = clock
+        self._lock = threading.Lock()
+
+    def _cost(self, endpoint: Endpoint, now: float, fastest: tuple[float, float]) -> float:
+        """The expected latency of one more request at `endpoint` (see the module's text)."""
+        latency = fastest[0] if endpoint.ewma_s is None else endpoint.ewma_s
+        if endpoint.started:
+            latency = max(latency, now - min(endpoint.started.values()))
+        each = fastest[1] if endpoint.per_request_s is None else endpoint.per_request_s
+        return latency + endpoint.outstanding * each
+
+    def _choose(self, avoid: str) -> Endpoint:
+        if self.policy == "round_robin":
+            return next(self._turn)
+        now = self._clock()
+        # back from a cooldown, an endpoint is tried with one request at a time until one succeeds
+        live = [e for e in self.endpoints.values()
+                if e.back_at <= now and not (e.failures_in_row >= FAILURES_TO_EJECT and e.outstanding)]
+        if not live:  # all out of rotation: the one due back first
+            return min(self.endpoints.values(), key=lambda e: e.back_at)
+        if len(live) > 1:
+            live = [e for e in live if e.url != avoid] or live
+        measured = [e for e in self.endpoints.values() if e.ewma_s is not None]
+        fastest = (min(e.ewma_s for e in measured), min(e.per_request_s for e in measured)) if measured else (1.0, 1.0)
+        # ties: an unmeasured endpoint first (so each gets measured), then the order given
+        return min(live, key=lambda e: (self._cost(e, now, fastest), e.ewma_s is not None))
+
+    @contextmanager
+    def request(self, avoid: str = "") -> Iterator[str]:
+        """Choose an endpoint and count the request there; yields its URL. An exception
+        raised inside is the request's failure (re-raised)."""
+        token = object()
+        with self._lock:
+            endpoint = self._choose(avoid)
+            started = endpoint.started[token] = self._clock()
+            sharing = endpoint.outstanding  # requests in flight there as it starts, itself included
+        try:
+            yield endpoint.url
+        except BaseException as exc:
+            self._finish(endpoint, token, self._clock() - started, sharing, exc)
+            raise
+        self._finish(endpoint, token, self._clock() - started, sharing, None)
+
+    def _finish(self, endpoint: Endpoint, token: object, latency: float, sharing: int,
+                exc: BaseException | None) -> None:
+        with self._lock:
+            sharing = (sharing + endpoint.outstanding) / 2  # at its start and at its end
+            del endpoint.started[token]
+            endpoint.requests += 1
+            endpoint.latency_total_s += latency
+            if exc is None:
+                endpoint.ewma_s = _average(endpoint.ewma_s, latency)
+                endpoint.per_request_s = _average(endpoint.per_request_s, latency / sharing)
+                endpoint.failures_in_row = endpoint.ejected_in_row = 0
+                return
+            endpoint.errors += 1
+            if self.policy == "round_robin" or not is_endpoint_failure(exc):
+                return  # round-robin takes nothing out
+            endpoint.failures_in_row += 1
+            if endpoint.failures_in_row >= FAILURES_TO_EJECT:
+                cooldown = min(MAX_COOLDOWN_S, COOLDOWN_S * 2 ** endpoint.ejected_in_row)
+                endpoint.back_at = self._clock() + cooldown
+                endpoint.ejections += 1
+                endpoint.ejected_in_row += 1
+
+    def eject(self, url: str) -> None:
+        """Out of rotation now (an endpoint found dead before the run)."""
+        with self._lock:
+            endpoint = self.endpoints[url]
+            endpoint.failures_in_row = FAILURES_TO_EJECT
+            endpoint.back_at = self._clock() + COOLDOWN_S
+            endpoint.ejections += 1
+            endpoint.ejected_in_row += 1
+
+    def snapshot(self) -> dict[str, dict]:
+        with self._lock:
+            return {url: endpoint.report() for url, endpoint in self.endpoints.items()}
+
+
+def merge_snapshots(snapshots: Sequence[dict[str, dict]]) -> dict[str, dict]:
+    """Several processes' snapshots (xdist workers) as one: counts add, latencies are weighted by requests."""
+    merged: dict[str, dict] = {}
+    for snapshot in snapshots:
+        for url, part in snapshot.items():
+            into = merged.setdefault(url, {"requests": 0, "errors": 0, "mean_latency_s": None,
+                                           "ewma_latency_s": None, "ejections": 0, "_latency": 0.0, "_ewma": []})
+            into["requests"] += part["requests"]
+            into["errors"] += part["errors"]
+            into["ejections"] += part["ejections"]
+            into["_latency"] += (part["mean_latency_s"] or 0.0) * part["requests"]
+            if part["ewma_latency_s"] is not None:
+                into["_ewma"].append(part["ewma_latency_s"])
+    for part in merged.values():
+        latency, ewmas = part.pop("_latency"), part.pop("_ewma")
+        part["mean_latency_s"] = round(latency / part["requests"], 4) if part["requests"] else None
+        part["ewma_latency_s"] = round(sum(ewmas) / len(ewmas), 4) if ewmas else None
+    return merged

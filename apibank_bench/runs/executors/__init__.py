@@ -1,0 +1,34 @@
+"""Where a sweep's cells run: the seam between the sweep and an engine.
+
+An engine is one module in this package that registers a class with `EXECUTORS`
+(`sweep --executor NAME`). The class is built with the sweep's settings (the
+`sweep` group of the settings table) and the sweep folder, and has two methods:
+
+- `submit(jobs, recorded)`: start these cell jobs and call `recorded(job, job_id, state)`
+  for each as soon as the engine has given it an ID. A local engine may run them
+  before it returns; a batch engine returns once they are queued.
+- `active(job_ids) -> {job_id: state}`: of these IDs, the ones still queued or
+  running, with the engine's name for their state.
+
+Everything else is the sweep's (runs/sweep.py, runs/jobs.py): which cells to
+submit, the job ledger in the sweep folder, waiting and the tables. A cell job
+(`runs.sweep.CellJob`) is plain picklable data; calling it where it lands runs the
+cell there and writes its results folder, exactly as a local cell does.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from apibank_bench.core.registry import Registry
+
+EXECUTORS: Registry = Registry("executor", "--executor")
+
+
+def _load_modules() -> None:
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+
+
+EXECUTORS.load_with(_load_modules)
