@@ -18,19 +18,15 @@ from __future__ import annotations
 
 import sys
 
+from apibank_bench.commands import INCOMPLETE
 from apibank_bench.core import settings
-
-INCOMPLETE = 1
 
 
 def register(sub) -> None:
     parser = sub.add_parser("sweep", help="a grid of runs (comma-separated flag values are axes) and one table",
                             description=__doc__.split("\n\n", 1)[1])
     parser.add_argument("--out", required=True, metavar="DIR", help="the sweep folder: one results folder per cell")
-    parser.add_argument("-n", "--workers", default=None, help="pytest-xdist workers per cell (e.g. 2 or auto)")
-    from apibank_bench.runs.sweep import NOT_FLAGS
-
-    settings.add_command_flags(parser, skip=NOT_FLAGS)
+    settings.add_command_flags(parser, "sweep")
     parser.set_defaults(func=run)
 
 
@@ -38,9 +34,9 @@ def run(args) -> int:
     from apibank_bench.reports.sweep_table import write_tables
     from apibank_bench.runs.sweep import SweepError, run_sweep, status
 
-    given = {setting.name: getattr(args, setting.name, None) for setting in settings.SETTINGS}
+    given = {setting.name: getattr(args, setting.name, None) for setting in settings.RUN_SETTINGS}
     try:
-        axes, cells, interrupted = run_sweep(given, args.out, args.workers)
+        axes, cells, interrupted = run_sweep(given, args.out, settings.value_of(args, "workers"))
     except SweepError as exc:
         print(f"apibank-bench sweep: {exc}", file=sys.stderr)
         return 2

@@ -12,8 +12,9 @@ imported modules in the process, so repeated in-process `pytest.main` calls woul
 the cell's exit code and log (`run.log` in the cell) stay its own.
 
 A cell whose summary.json is complete and records the cell's settings is skipped; one that is
-incomplete, or ran a different selection, is resumed. Settings that change how a run is carried out
-but not what it measures (`OPERATIONAL`: endpoints, concurrency, timeouts, cache) may differ.
+incomplete, or ran a different selection, is resumed. Settings whose role (a field of each setting in
+the table) is operational change how a run is carried out, not what it measures (endpoints,
+concurrency, timeouts, cache): they may differ.
 A cell folder holding a run with other measured settings is refused before anything runs.
 """
 
@@ -34,14 +35,8 @@ from apibank_bench.core.paths import require_root
 from apibank_bench.runs.results import RESULTS, SUMMARY, read_summary, write_atomic
 
 LOG = "run.log"
-#: Settings that change how a run is carried out, not what it measures.
-OPERATIONAL = frozenset({"root", "out_dir", "resume", "concurrency", "instance_timeout", "max_consecutive_errors",
-                         "base_url", "api_key", "timeout", "max_retries", "max_in_flight", "cache", "cache_dir",
-                         "baseline", "gate_alpha"})
-#: Settings that choose the instances: a finished cell run on another selection is resumed, not refused.
-SELECTION = frozenset({"level", "limit", "offset", "only", "shard"})
-#: Settings the sweep sets itself.
-NOT_FLAGS = ("out_dir", "resume")
+#: Settings the sweep sets itself (the table gives them no `sweep` flag).
+NOT_FLAGS = tuple(setting.name for setting in settings.RUN_SETTINGS if "sweep" not in setting.commands)
 
 
 class SweepError(ValueError):
@@ -55,7 +50,7 @@ def can_be_axis(setting: settings.Setting) -> bool:
 def axes_of(given: Mapping[str, Any]) -> dict[str, list[str]]:
     """{setting name: its values} for each given value with a comma, in the table's order."""
     axes = {}
-    for setting in settings.SETTINGS:
+    for setting in settings.RUN_SETTINGS:
         raw = given.get(setting.name)
         if raw is None or not can_be_axis(setting) or "," not in str(raw):
             continue
@@ -141,13 +136,13 @@ def plan(cell: Cell) -> None:
         raise SweepError(f"{cell.path} holds results that are not a run (no config.run in {SUMMARY}); "
                          "move it away or choose another --out")
     wanted = _json(cell.cfg.to_dict())
-    differ = sorted(name for name in wanted if name not in OPERATIONAL and stored.get(name) != wanted[name])
-    measured = [name for name in differ if name not in SELECTION]
+    differ = settings.differences(stored, wanted)
+    measured = differ[settings.MEASUREMENT]
     if measured:
         detail = ", ".join(f"{name} {stored.get(name)!r} (the sweep wants {wanted[name]!r})" for name in measured)
         raise SweepError(f"{cell.path} holds a run with other settings: {detail}; move it away or choose another --out")
     cell.summary = summary
-    cell.skip = bool(summary.get("complete")) and not differ
+    cell.skip = bool(summary.get("complete")) and not (measured or differ[settings.SELECTION])
     cell.resume = not cell.skip
 
 
@@ -171,8 +166,8 @@ def run_cell(cell: Cell, workers: str | None = None) -> int:
     if workers:
         argv += ["-n", str(workers)]
     package_parent = str(Path(__file__).resolve().parents[2])
-    environ = {**os.environ, **secret_env,
-               "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
+    environ = {**os.environ, **secret_env}  # the cell's process: this one's environment, this very package first
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, environ.get("PYTHONPATH")]))
     cell.path.mkdir(parents=True, exist_ok=True)
     with open(cell.path / LOG, "a", encoding="utf-8") as log:
         log.write("$ " + " ".join(argv[1:]) + "\n")
