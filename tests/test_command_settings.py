@@ -67,7 +67,13 @@ def sample(setting: settings.Setting) -> str:
         return "qwen=org/model"
     if setting.parse in (str, settings.parse_list, settings.parse_urls):
         return "http://x/v1" if setting.parse is settings.parse_urls else "some-value"
-    return "3"
+    for number in ("3", "0.5"):  # a count, else a fraction (a significance level)
+        try:
+            setting.parse(number)
+            return number
+        except ValueError:
+            continue
+    raise AssertionError(f"no sample value for {setting.name}")
 
 
 @pytest.mark.parametrize("command", sorted(commands()))
