@@ -1,4 +1,9 @@
-"""`apibank-bench`: data, tasks and manifests, scoring saved answers, and benchmark runs."""
+"""`apibank-bench`: data, tasks and manifests, scoring saved answers, and benchmark runs.
+
+Every command module imports what it uses when it runs, so building the parser is cheap;
+flags that cost imports to build (optimize's per-method hyperparameters) are added only
+for the command being run.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +13,33 @@ import sys
 from apibank_bench.commands import compare, data, manifests, optimize, report, run, score, sweep
 from apibank_bench.core.paths import DataMissing
 
-#: The subcommands, in the order `--help` lists them.
+#: The subcommand modules, in the order `--help` lists them.
 COMMANDS = (run, sweep, compare, report, optimize, data, manifests, score)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="apibank-bench", description=__doc__)
+def chosen_command(argv: list[str]) -> str | None:
+    """The subcommand an argument list names (the top-level parser takes no option but -h)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every command's parser; `command` given: detail flags only for that one (None: for all)."""
+    parser = argparse.ArgumentParser(prog="apibank-bench", description=__doc__.split("\n\n", 1)[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
-        command.register(sub)
+    for module in COMMANDS:
+        before = set(sub.choices)
+        module.register(sub)
+        details = getattr(module, "add_detail_flags", None)
+        for name in set(sub.choices) - before:
+            if details is not None and command in (None, name):
+                details(sub.choices[name])
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
     try:
+        args = build_parser(chosen_command(argv) or "").parse_args(argv)
         return args.func(args)
     except (DataMissing, FileNotFoundError, ValueError, KeyError) as exc:
         print(f"apibank-bench: {exc}", file=sys.stderr)

@@ -19,7 +19,7 @@ Hugging Face Hub), so the ratio ours/upstream is over the API-call tasks only.
 The reference harness's wrapper (databases read once, deep-copied per tool) is
 timed as a third row.
 
-    python benchmarks/bench_scoring.py [--repeats 5] [--json] [--apibank-root PATH]
+    python benchmarks/bench_scoring.py [--repeats 5] [--json] [--root PATH]
 """
 
 from __future__ import annotations
@@ -291,14 +291,16 @@ def print_table(report: dict) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed passes after the warm-up (default 5)")
-    parser.add_argument("--apibank-root", default=None, help="API-Bank data root (default $APIBANK_ROOT or vendor/api-bank)")
+    parser.add_argument("--root", default=None, help="API-Bank data root (default $APIBANK_ROOT or vendor/api-bank)")
     parser.add_argument("--upstream", default=os.environ.get("APIBANK_UPSTREAM") or None,
                         help="upstream api-bank checkout (default $APIBANK_UPSTREAM)")
     parser.add_argument("--upstream-repeats", type=int, default=3,
                         help="timed passes of the (slow) ToolManager-per-sample row (default 3)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
-    report = run(require_root(args.apibank_root), max(1, args.repeats), args.upstream, max(1, args.upstream_repeats))
+    from apibank_bench.core.settings import value_of
+
+    report = run(require_root(value_of(args, "root")), max(1, args.repeats), args.upstream, max(1, args.upstream_repeats))
     if args.json:
         print(json.dumps(report, indent=1))
     else:

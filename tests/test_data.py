@@ -40,7 +40,7 @@ def test_one_changed_byte_is_named(fetched, tmp_path):
     (dest / "test_data" / "level-3.json").unlink()
     assert sorted(data.verify(dest)) == ["altered: init_database/Alarm.json (sha256 differs from the lock)",
                                          "missing: test_data/level-3.json"]
-    result = subprocess.run([sys.executable, "-m", "apibank_bench", "data", "verify", str(dest)],
+    result = subprocess.run([sys.executable, "-m", "apibank_bench", "data", "verify", "--root", str(dest)],
                             capture_output=True, text=True)
     assert result.returncode == 1
     assert "init_database/Alarm.json" in result.stderr
@@ -57,7 +57,7 @@ def test_fetch_refuses_altered_source(fetched, tmp_path):
 def test_missing_root_gives_one_clear_message(tmp_path):
     with pytest.raises(DataMissing, match="apibank-bench data fetch"):
         require_root(tmp_path / "nowhere")
-    result = subprocess.run([sys.executable, "-m", "apibank_bench", "tasks", "--apibank-root", str(tmp_path)],
+    result = subprocess.run([sys.executable, "-m", "apibank_bench", "tasks", "--root", str(tmp_path)],
                             capture_output=True, text=True)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr

@@ -9,6 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+from apibank_bench.cli import build_parser
+from apibank_bench.core import settings
 from raw_file_server import RawFileServer
 
 from apibank_bench.data import lock as data
@@ -16,6 +19,7 @@ from apibank_bench.core.paths import PROJECT_ROOT
 
 LOCK = data.Lock.load()
 LEVEL3 = "test_data/level-3.json"
+BASE_URL_ENV = settings.BY_NAME["data_base_url"].env_names[0]
 PROXY_VARIABLES = ["http_proxy", "https_proxy", "all_proxy", "no_proxy"]
 
 
@@ -25,7 +29,7 @@ def no_proxies(monkeypatch):
     for name in PROXY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.upper(), raising=False)
-    monkeypatch.delenv(data.BASE_URL_ENV, raising=False)
+    monkeypatch.delenv(BASE_URL_ENV, raising=False)
 
 
 @pytest.fixture
@@ -49,13 +53,13 @@ def only(*paths: str) -> data.Lock:
 
 def test_clean_fetch_downloads_each_locked_file_once(server, tmp_path, apibank_root):
     dest = tmp_path / "api-bank"
-    result = cli("fetch", "--dest", str(dest), env={data.BASE_URL_ENV: server.url})
+    result = cli("fetch", "--dest", str(dest), env={BASE_URL_ENV: server.url})
     assert result.returncode == 0, result.stderr
     size = sum((apibank_root / item.path).stat().st_size for item in LOCK.files)
     assert f"downloaded {len(LOCK.files)} files ({size / 1e6:.1f} MB) from {server.url}" in result.stdout
     assert sorted(server.requests) == sorted(item.path for item in LOCK.files)
     assert leftovers(dest) == []
-    checked = cli("verify", str(dest))
+    checked = cli("verify", "--root", str(dest))
     assert checked.returncode == 0, checked.stderr
     # Level 3 comes from the other repository, at its own commit.
     level3 = next(item for item in LOCK.files if item.path == LEVEL3)
@@ -67,7 +71,7 @@ def test_clean_fetch_downloads_each_locked_file_once(server, tmp_path, apibank_r
 def test_killed_fetch_resumes_with_only_the_missing_files(server, tmp_path):
     dest = tmp_path / "api-bank"
     server.stall_after = 40  # later responses send half their body, then hang
-    proc = subprocess.Popen([sys.executable, "-m", "apibank_bench", "data", "fetch", "--base-url", server.url,
+    proc = subprocess.Popen([sys.executable, "-m", "apibank_bench", "data", "fetch", "--data-base-url", server.url,
                              "--dest", str(dest)], cwd=PROJECT_ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -109,7 +113,7 @@ def test_altered_download_is_named_and_not_installed(server, tmp_path):
 def test_missing_file_is_named_in_one_line(server, tmp_path):
     dest = tmp_path / "api-bank"
     server.missing = {LEVEL3}
-    result = cli("fetch", "--base-url", server.url, "--dest", str(dest))
+    result = cli("fetch", "--data-base-url", server.url, "--dest", str(dest))
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert LEVEL3 in result.stderr and "HTTP 404" in result.stderr and "again to resume" in result.stderr
@@ -137,11 +141,14 @@ def test_unreachable_host_is_retried_then_reported(tmp_path):
         data.fetch_from_web(tmp_path, lock=only(LEVEL3), base=f"http://127.0.0.1:{port}", backoff=0)
 
 
-def test_base_url_precedence_flag_then_environment_then_github(monkeypatch):
-    assert data.base_url() == "https://raw.githubusercontent.com"
-    monkeypatch.setenv(data.BASE_URL_ENV, "http://mirror.example/raw/")
-    assert data.base_url() == "http://mirror.example/raw"
-    assert data.base_url("http://flag.example") == "http://flag.example"
+def test_base_url_precedence_flag_then_environment_then_github():
+    def base(argv, env):
+        args = build_parser("data").parse_args(["data", "fetch", *argv])
+        return settings.command_values(args, "data", environ=env).data_base_url
+
+    assert base([], {}) == data.DEFAULT_BASE_URL == "https://raw.githubusercontent.com"
+    assert base([], {BASE_URL_ENV: "http://mirror.example/raw/"}) == "http://mirror.example/raw/"
+    assert base(["--data-base-url", "http://flag.example"], {BASE_URL_ENV: "http://m/"}) == "http://flag.example"
 
 
 def test_https_proxy_carries_the_download(monkeypatch, tmp_path):

@@ -32,6 +32,7 @@ from apibank_bench.optimize.roles import roles
 from apibank_bench.core.paths import PROJECT_ROOT
 from apibank_bench.runs.results import read_jsonl
 from apibank_bench.scoring import Scorer
+from apibank_bench.core import settings
 from apibank_bench.core.settings import RunConfig
 from apibank_bench.data.tasks import get_task
 
@@ -94,7 +95,7 @@ def optimize_args(out: Path, url: str, *extra: str, method: str = "gepa") -> lis
     topology, flags = METHOD_CASES[method]
     return ["optimize", "--method", method, "--dataset", "apibank", "--topology", topology,
             "--seed", "0", "--out", str(out), "--base-url", url, "--train", str(TRAIN),
-            "--validation", str(VALIDATION), "--eval-limit", str(EVAL_LIMIT), "--workers", "3", *flags, *extra]
+            "--validation", str(VALIDATION), "--eval-limit", str(EVAL_LIMIT), "--concurrency", "3", *flags, *extra]
 
 
 @dataclass
@@ -116,7 +117,7 @@ def run(request, stub, tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("APIBANK_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
         before = len(stub.chat_requests)
-        code = cli.main(optimize_args(out, stub.url, "--model", "qwen", "--model-alias", "qwen=stub-model",
+        code = cli.main(optimize_args(out, stub.url, "--model", "qwen", "--model-aliases", "qwen=stub-model",
                                       method=method))
         requests = stub.chat_requests[before:]
     assert code == 0
@@ -239,7 +240,7 @@ def test_an_off_grid_cell_is_refused_in_one_line_naming_the_flag(stub, tmp_path,
 
 
 def test_grid_cells():
-    aliases = grid.model_aliases(env={})
+    aliases = grid.model_aliases()
     assert grid.off_grid_reason(grid.cell("gepa", "single", "qwen", 0, aliases)) is None
     assert grid.cell("maspo", "decentralized", "llama", 2, aliases).model == aliases["llama"]
     # A concrete name finds its alias; MASPO has no single-agent cell; seeds and models are listed.
@@ -248,8 +249,10 @@ def test_grid_cells():
                                           ("gepa", "single", "other/model", 0), ("gepa", "single", None, 0)):
         assert grid.check_cell(grid.cell(method, topology, model, seed, aliases), False)
         assert grid.check_cell(grid.cell(method, topology, model, seed, aliases), True) is None
-    overridden = grid.model_aliases(["qwen=a/b"], env={"APIBANK_MODEL_ALIASES": "qwen=c/d,new=e/f"})
-    assert (overridden["qwen"], overridden["new"]) == ("a/b", "e/f")
+    overridden = grid.model_aliases(settings.value_from_environment(
+        "model_aliases", {"APIBANK_MODEL_ALIASES": "qwen=c/d,new=e/f"}))
+    assert (overridden["qwen"], overridden["new"]) == ("c/d", "e/f")
+    assert grid.model_aliases(["qwen=a/b"])["qwen"] == "a/b"
 
 
 # -- resume ----------------------------------------------------------------------------
@@ -280,7 +283,7 @@ def test_a_killed_run_resumed_ends_with_the_same_prompts(run, scripted, tmp_path
 
 
 def test_resume_refuses_other_arguments_and_a_fresh_start_refuses_a_used_folder(run, stub, capsys):
-    out, same = run.out, ("--model", "qwen", "--model-alias", "qwen=stub-model")
+    out, same = run.out, ("--model", "qwen", "--model-aliases", "qwen=stub-model")
     assert cli.main(optimize_args(out, stub.url, *same, method=run.method)) == 2
     assert "--resume" in capsys.readouterr().err
     changed = optimize_args(out, stub.url, *same, "--resume", method=run.method)
@@ -354,7 +357,7 @@ def test_each_method_runs_on_the_embedded_model(tmp_path, method):
     out = tmp_path / "embedded"
     done = subprocess.run([sys.executable, "-m", "apibank_bench", "optimize", "--method", method, "--topology",
                            topology, "--out", str(out), "--train", "1", "--validation", "1", *flags,
-                           "--eval-limit", "1", "--workers", "1", "--allow-any-cell", "--no-cache"],
+                           "--eval-limit", "1", "--concurrency", "1", "--allow-any-cell", "--no-cache"],
                           cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     final = json.loads((out / "final.json").read_text())

@@ -151,10 +151,10 @@ def test_a_failed_start_leaves_the_earlier_results_alone(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--limit", "-1"), "--apibank-limit"),
+    (("--limit", "-1"), "--limit: must be >= 0"),  # named as the user typed it
     (("--offset", "1000"), "selection is empty"),
-    (("--shard", "x"), "--apibank-shard"),
-    (("--topology", "ring"), "--apibank-topology"),
+    (("--shard", "x"), "--shard: expected i/n"),
+    (("--topology", "ring"), "--topology: 'ring' is not one of"),
 ])
 def test_bad_selections_are_one_clear_line(tmp_path, args, message):
     run = run_command(tmp_path, "--model", "gold", *args)

@@ -9,7 +9,8 @@ import pytest
 
 from apibank_bench.core import settings
 from apibank_bench.agents.models import model_config
-from apibank_bench.commands.run import pytest_args, register
+from apibank_bench.cli import build_parser
+from apibank_bench.commands.run import pytest_args, run_settings
 from apibank_bench.llm import ModelConfig
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -117,15 +118,10 @@ def test_readme_table_is_the_settings_table():
         "regenerate it: python -m apibank_bench.core.settings --write-readme"
 
 
-def test_every_setting_is_a_pytest_option_an_ini_key_and_a_run_flag(pytestconfig):
-    for setting in settings.SETTINGS:
+def test_every_run_setting_is_a_pytest_option_and_an_ini_key(pytestconfig):
+    for setting in settings.RUN_SETTINGS:
         assert pytestconfig.getoption(setting.dest, "missing") != "missing", setting.option
         assert pytestconfig.getini(setting.dest) is None  # declared, unset
-    sub = argparse.ArgumentParser().add_subparsers()
-    register(sub)
-    run = sub.choices["run"]
-    flags = {action.dest for action in run._actions}
-    assert {setting.name for setting in settings.SETTINGS} <= flags
 
 
 def test_sweep_settings_are_flags_of_sweep_only_and_read_the_environment(pytestconfig):
@@ -141,23 +137,38 @@ def test_sweep_settings_are_flags_of_sweep_only_and_read_the_environment(pytestc
     assert given.slurm_time == 240 and given.endpoint_command is None
     for setting in settings.SWEEP_SETTINGS:
         assert pytestconfig.getoption(setting.dest, "missing") == "missing", setting.name  # not a run's option
-        assert setting.name not in {s.name for s in settings.SETTINGS}
+        assert setting.name not in {s.name for s in settings.RUN_SETTINGS}
     with pytest.raises(ValueError, match="--executor: 'ray' is not one of local, slurm"):
         settings.resolve_sweep(lambda s: {"executor": "ray"}.get(s.name))
 
 
-def test_run_flags_become_pytest_options():
-    sub = argparse.ArgumentParser().add_subparsers()
-    register(sub)
-    args = sub.choices["run"].parse_args(["--topology", "decentralized", "--team-size", "8", "--rounds", "1",
-                                          "--limit", "5", "--model", "m", "--base-url", "http://a/v1", "http://b/v1",
-                                          "--no-constrained", "--temperature", "0", "--batch", "-n", "2"])
-    joined = " ".join(pytest_args(args))
-    for fragment in ["--apibank-topology decentralized", "--apibank-team-size 8", "--apibank-rounds 1",
-                     "--apibank-limit 5", "--apibank-model m", "--apibank-base-url http://a/v1 http://b/v1",
-                     "--apibank-no-constrained", "--apibank-temperature 0", "-n 2"]:
-        assert fragment in joined
-    args = sub.choices["run"].parse_args([])
-    assert "--apibank-limit 2" in " ".join(pytest_args(args))  # `run` runs 2 instances by default
-    args = sub.choices["run"].parse_args(["--limit", "0"])
-    assert "--apibank-limit" not in " ".join(pytest_args(args))  # 0 = all
+def test_run_hands_pytest_the_resolved_settings_not_options():
+    parser = build_parser("run")
+    args = parser.parse_args(["run", "--topology", "decentralized", "--team-size", "8", "--rounds", "1",
+                              "--limit", "5", "--model", "m", "--base-url", "http://a/v1", "http://b/v1",
+                              "--no-constrained", "--temperature", "0", "--batch", "-n", "2"])
+    assert pytest_args(args)[1:] == ["-n", "2"]  # nothing for pytest to parse again
+    cfg = run_settings(args)
+    assert (cfg.topology, cfg.team_size, cfg.rounds, cfg.limit, cfg.model) == ("decentralized", 8, 1, 5, "m")
+    assert cfg.base_url == ["http://a/v1", "http://b/v1"] and cfg.constrained is False and cfg.temperature == 0.0
+    assert run_settings(parser.parse_args(["run"])).limit == 2  # `run` runs 2 instances by default
+    assert run_settings(parser.parse_args(["run", "--limit", "0"])).limit is None  # 0 = all
+    assert settings.from_record(cfg.to_record()) == cfg  # what an xdist worker rebuilds, unparsed
+
+
+def test_xdist_workers_of_run_get_the_settings_it_resolved(tmp_path, apibank_root):
+    """`run` passes pytest no settings options: each worker gets the controller's settings in workerinput."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "gold"
+    done = subprocess.run([sys.executable, "-m", "apibank_bench", "run", "--model", "gold", "--limit", "4", "-n", "2",
+                           "--out-dir", str(out), "--root", str(apibank_root)], capture_output=True, text=True,
+                          env={**os.environ, "APIBANK_MODEL": "not-gold"}, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 4 and all(row["correct"] for row in rows)  # gold answers: the flag, not the environment
+    recorded = json.loads((out / "summary.json").read_text(encoding="utf-8"))["config"]["run"]
+    assert (recorded["model"], recorded["limit"], recorded["out_dir"]) == ("gold", 4, str(out))

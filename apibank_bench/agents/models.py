@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 import warnings
 from typing import Callable
 
 from apibank_bench.llm import ChatClient, ModelConfig
+from apibank_bench.llm.probe import probe_models
+from apibank_bench.llm.local_server import LOCAL_MODEL  # the embedded default: Gemma 3 270M (a smoke model)
 from apibank_bench.core.redact import redact
 from apibank_bench.core.settings import RunConfig
-
-#: The embedded default: Gemma 3 270M served by llama.cpp (a smoke model, not a contender).
-LOCAL_MODEL = "gemma-3-270m-it-q4_k_m"
 
 
 def needs_local_server(cfg: RunConfig) -> bool:
@@ -66,15 +63,12 @@ class EndpointUnreachable(RuntimeError):
     """No server answers at a configured base URL (a run would only collect connection errors)."""
 
 
-def reachable(base_url: str, timeout: float = 10.0) -> None:
+def reachable(base_url: str) -> None:
     """Fail fast, once per run, when nothing listens at `base_url` (any HTTP answer will do)."""
-    try:
-        urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=timeout).close()
-    except urllib.error.HTTPError:
-        return  # it answered (401, 404...): the endpoint is there
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise EndpointUnreachable(f"cannot reach the model endpoint {redact(base_url)}: {redact(reason)}") from None
+    probe = probe_models(base_url)
+    if not probe.reachable:
+        reason = probe.error.split(": ", 1)[-1]
+        raise EndpointUnreachable(f"cannot reach the model endpoint {redact(base_url)}: {redact(reason)}")
 
 
 def describe_model(cfg: RunConfig) -> dict:

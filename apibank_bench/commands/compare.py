@@ -5,22 +5,25 @@ from __future__ import annotations
 import json
 import sys
 
+from apibank_bench.core import settings
+
 
 def register(sub) -> None:
     parser = sub.add_parser("compare", help="paired statistics between results folders (the first is the baseline)")
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="results folders; the first is the baseline")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     parser.add_argument("--force", action="store_true",
                         help="compare even when data, manifest, scorer or selection differ (with a warning)")
+    settings.add_command_flags(parser, "compare")
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     from apibank_bench.reports.compare import RunMismatch, compare, format_table
 
+    values = settings.command_values(args, "compare")
     try:
-        result = compare(args.runs, seed=args.seed, force=args.force)
+        result = compare(args.runs, seed=values.seed, force=args.force)
     except (RunMismatch, FileNotFoundError, ValueError) as exc:
         print(f"apibank-bench compare: {exc}", file=sys.stderr)
         return 2

@@ -10,3 +10,10 @@ def register(sub) -> None:
                                              "seed and optimized prompts on the eval set")
     command.add_arguments(parser)
     parser.set_defaults(func=command.main)
+
+
+def add_detail_flags(parser) -> None:
+    """Each method's hyperparameters (importing every method module: only when `optimize` runs)."""
+    from apibank_bench.optimize import command
+
+    command.add_hyperparameters(parser)

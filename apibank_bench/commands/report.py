@@ -5,12 +5,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from apibank_bench.core import settings
+
 
 def register(sub) -> None:
     parser = sub.add_parser("report", help="a static HTML report of results folders or a sweep")
     parser.add_argument("dirs", nargs="+", metavar="DIR", help="results folders, or folders of them (a sweep)")
     parser.add_argument("--out", required=True, help="folder for index.html and the copied traces")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed of the paired comparisons")
+    settings.add_command_flags(parser, "report")
     parser.set_defaults(func=run)
 
 
@@ -18,7 +20,7 @@ def run(args) -> int:
     from apibank_bench.reports.html import build_report
 
     try:
-        index = build_report(args.dirs, Path(args.out), seed=args.seed)
+        index = build_report(args.dirs, Path(args.out), seed=settings.command_values(args, "report").seed)
     except FileNotFoundError as exc:
         print(f"apibank-bench report: {exc}", file=sys.stderr)
         return 2

@@ -14,12 +14,12 @@ import json
 import shutil
 from pathlib import Path
 
+from apibank_bench.commands import INCOMPLETE
 from apibank_bench.core import settings
 from apibank_bench.core.paths import PROJECT_ROOT
 
 BENCH_TESTS = PROJECT_ROOT / "bench_tests"
-INCOMPLETE = 1
-REGRESSION = 4
+REGRESSION = 4  #: exit code: the run is significantly worse than --baseline
 
 
 def register(sub) -> None:
@@ -27,8 +27,7 @@ def register(sub) -> None:
                          description=__doc__.split("\n\n", 1)[1])
     run.add_argument("--summary", action="store_true", help="no model: the data check and gold replay")
     run.add_argument("--batch", action="store_true", help="accepted for the reference's interface; changes nothing")
-    run.add_argument("-n", "--workers", default=None, help="pytest-xdist workers (e.g. 2 or auto)")
-    settings.add_command_flags(run)
+    settings.add_command_flags(run, "run")
     run.set_defaults(func=run_benchmark)
 
     merge = sub.add_parser("merge", help="join sharded result folders into one, in manifest order")
@@ -37,19 +36,27 @@ def register(sub) -> None:
     merge.set_defaults(func=run_merge)
 
 
-def given(args) -> dict:
-    """The settings a `run` invocation was given (None: not given)."""
-    return {setting.name: getattr(args, setting.name) for setting in settings.SETTINGS}
+def run_settings(args) -> settings.RunConfig:
+    """The run's settings, resolved once: flags, else environment, else defaults (no --limit: 2 instances)."""
+    return settings.run_config_of(args, limit=settings.run_limit(args.limit))
 
 
 def pytest_args(args) -> list[str]:
-    """The `pytest bench_tests ...` command line a `run` invocation stands for."""
-    values = given(args)
-    values["limit"] = settings.run_limit(values["limit"])
-    argv = [str(BENCH_TESTS), *settings.pytest_argv(values)]
-    if args.workers:
-        argv += ["-n", str(args.workers)]
+    """The `pytest bench_tests ...` command line a `run` invocation stands for (its settings travel as
+    `GivenSettings`, not as options)."""
+    argv = [str(BENCH_TESTS)]
+    workers = settings.value_of(args, "workers")
+    if workers:
+        argv += ["-n", str(workers)]
     return argv
+
+
+class GivenSettings:
+    """The settings `run` resolved, handed to pytest as a plugin object (`settings.GIVEN`): the plugin uses
+    them as they are; xdist workers get them from the controller in `workerinput`."""
+
+    def __init__(self, cfg: settings.RunConfig) -> None:
+        setattr(self, settings.GIVEN, cfg)
 
 
 class _Outcome:
@@ -71,19 +78,17 @@ class _Outcome:
 
 
 def run_benchmark(args) -> int:
-    values = given(args)
-    cfg = settings.resolve(lambda s: values[s.name])  # a bad value is one clear line (exit 2) before anything runs
+    cfg = run_settings(args)  # a bad value is one clear line (exit 2) before anything runs
     if args.summary:
         from apibank_bench.scoring.curation import gold_replay_report
 
-        report = gold_replay_report(cfg.level, settings.run_limit(values["limit"]), cfg.offset, cfg.only or None,
-                                    cfg.root)
+        report = gold_replay_report(cfg.level, cfg.limit, cfg.offset, cfg.only or None, cfg.root)
         print(json.dumps(report, indent=1))
         return 0
     import pytest
 
     outcome = _Outcome()
-    code = pytest.main(pytest_args(args), plugins=[outcome])
+    code = pytest.main(pytest_args(args), plugins=[outcome, GivenSettings(cfg)])
     if code == pytest.ExitCode.INTERRUPTED:
         return INCOMPLETE if outcome.stopped else 130
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED):

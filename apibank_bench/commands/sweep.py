@@ -23,26 +23,21 @@ from __future__ import annotations
 
 import sys
 
+from apibank_bench.commands import INCOMPLETE
 from apibank_bench.core import settings
-
-INCOMPLETE = 1
 
 
 def register(sub) -> None:
     parser = sub.add_parser("sweep", help="a grid of runs (comma-separated flag values are axes) and one table",
                             description=__doc__.split("\n\n", 1)[1])
     parser.add_argument("--out", required=True, metavar="DIR", help="the sweep folder: one results folder per cell")
-    parser.add_argument("-n", "--workers", default=None, help="pytest-xdist workers per cell (e.g. 2 or auto)")
     actions = parser.add_mutually_exclusive_group()
     actions.add_argument("--no-wait", action="store_true",
                          help="return once the cells are submitted (a batch executor); collect later")
     actions.add_argument("--status", action="store_true", help="show each cell's results and job; submit nothing")
     actions.add_argument("--tabulate", action="store_true", help="write the tables from the cells' folders; "
                          "submit nothing")
-    from apibank_bench.runs.sweep import NOT_FLAGS
-
-    settings.add_command_flags(parser, skip=NOT_FLAGS)
-    settings.add_command_flags(parser, table=settings.SWEEP_SETTINGS)
+    settings.add_command_flags(parser, "sweep")
     parser.set_defaults(func=run)
 
 
@@ -51,14 +46,14 @@ def run(args) -> int:
     from apibank_bench.runs.jobs import Ledger
     from apibank_bench.runs.sweep import SweepError, run_sweep, status, sweep_status
 
-    given = {setting.name: getattr(args, setting.name, None) for setting in settings.SETTINGS}
+    given = {setting.name: getattr(args, setting.name, None) for setting in settings.RUN_SETTINGS}
     interrupted = False
     try:
         sweep = settings.resolve_sweep(lambda s: getattr(args, s.name, None))
         if args.status or args.tabulate:
             axes, cells = sweep_status(given, args.out, sweep)
         else:
-            axes, cells, interrupted = run_sweep(given, args.out, args.workers, sweep, wait=not args.no_wait)
+            axes, cells, interrupted = run_sweep(given, args.out, settings.value_of(args, "workers"), sweep, wait=not args.no_wait)
     except (SweepError, ValueError) as exc:
         print(f"apibank-bench sweep: {exc}", file=sys.stderr)
         return 2

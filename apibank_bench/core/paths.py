@@ -26,11 +26,8 @@ class DataMissing(RuntimeError):
 
 
 def resolve_root(explicit: str | os.PathLike | None = None) -> Path:
-    """`explicit` (from --apibank-root), else $APIBANK_ROOT, else vendor/api-bank/."""
-    from apibank_bench.core.settings import value_from_environment
-
-    chosen = explicit or value_from_environment("root") or VENDORED_ROOT
-    return Path(chosen).expanduser().resolve()
+    """`explicit` (the `root` setting, resolved by the caller), else vendor/api-bank/."""
+    return Path(explicit or VENDORED_ROOT).expanduser().resolve()
 
 
 def require_root(explicit: str | os.PathLike | None = None) -> Path:
@@ -43,6 +40,6 @@ def require_root(explicit: str | os.PathLike | None = None) -> Path:
             f"API-Bank data not found at {root} (missing: {', '.join(missing)}).\n"
             "Get it with `apibank-bench data fetch` (downloads the pinned files) or "
             "`apibank-bench data fetch --from /path/to/api-bank`, "
-            "or point APIBANK_ROOT / --apibank-root at an API-Bank checkout."
+            "or point --root (APIBANK_ROOT, --apibank-root under pytest) at an API-Bank checkout."
         )
     return root

@@ -1,13 +1,16 @@
-"""Every setting of a run, declared once.
+"""Every setting of every command, declared once.
 
-`TABLE` is the one table. From its run and model rows (`SETTINGS`) come the pytest
-options (`--apibank-NAME`), the ini keys (`apibank_NAME`), the environment variables
-(`APIBANK_NAME`, and the OpenAI client's own `OPENAI_BASE_URL` / `OPENAI_API_KEY`
-where noted), the flags of `apibank-bench run`, the README's options table and the
-`config.run` part of `summary.json`. Its sweep rows (`SWEEP_SETTINGS`: where a
-sweep's cells run) are flags of `apibank-bench sweep` and environment variables
-only, since they do not change what a run does. Precedence: command line, then ini,
-then environment, then default.
+`SETTINGS` is the one table. From it come the flags of every `apibank-bench` command
+(`--NAME`, one spelling everywhere), for the settings of a benchmark run also the pytest
+options (`--apibank-NAME`) and ini keys (`apibank_NAME`), the environment variables
+(`APIBANK_NAME`, and the OpenAI client's own `OPENAI_BASE_URL` / `OPENAI_API_KEY` where
+noted), the README's settings table and the `config.run` part of `summary.json`.
+Precedence: command line, then ini, then environment, then default.
+
+This module is the only reader of the environment: lower layers receive values.
+Each setting's `role` says what it is to a measurement: part of what is measured, how
+the run is carried out (`operational`), or which instances it covers (`selection`);
+sweep, resume and compare all ask that field.
 
 Choices that name a registered thing (topologies, ToolSearcher scorers, agent kinds)
 are read from that registry when first needed, so a new topology module is all it
@@ -16,13 +19,15 @@ takes to add a choice.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
 import warnings
 from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from types import SimpleNamespace
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 # -- value parsers -------------------------------------------------------------------------
 
@@ -93,6 +98,17 @@ def parse_alpha(text: Any) -> float:
 
 # -- the table ---------------------------------------------------------------------------
 
+#: A setting's role: it defines what a run measures, only how the run is carried out, or which instances it covers.
+MEASUREMENT, OPERATIONAL, SELECTION = "measurement", "operational", "selection"
+ROLES = (MEASUREMENT, OPERATIONAL, SELECTION)
+#: The commands that take every setting of a benchmark run as a flag.
+RUN_COMMANDS = ("run", "sweep")
+#: ... and those that also build a team and talk to a model.
+TEAM_COMMANDS = (*RUN_COMMANDS, "optimize")
+#: Every command that reads the API-Bank data.
+DATA_COMMANDS = (*TEAM_COMMANDS, "score", "summary", "tasks", "manifests", "data")
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -107,10 +123,22 @@ class Setting:
     default_text: str | None = None  #: the default as the README states it, where it is not a plain value
     group: str = "run"  #: "run" (what and how to run), "model" (how to reach and sample the model) or
     #: "sweep" (where a sweep's cells run: a flag of `sweep` only)
+    role: str = MEASUREMENT  #: MEASUREMENT, OPERATIONAL or SELECTION (see the module's docstring)
+    commands: tuple[str, ...] = RUN_COMMANDS  #: the `apibank-bench` commands that take it as `--NAME`
+    of_run: bool = True  #: a setting of a benchmark run: a RunConfig field, a pytest option and an ini key
+    short: str | None = None  #: a one-letter flag besides `--NAME` (`-n`, pytest-xdist's own)
+
+    def __post_init__(self) -> None:
+        assert self.role in ROLES, f"{self.name}: role {self.role!r} is not one of {ROLES}"
 
     @property
     def option(self) -> str:
-        return ("--" if self.group == "sweep" else "--apibank-") + self.name.replace("_", "-")
+        return "--apibank-" + self.name.replace("_", "-")
+
+    @property
+    def flag_name(self) -> str:
+        """The command-line flag, the same in every command."""
+        return "--" + self.name.replace("_", "-")
 
     @property
     def dest(self) -> str:
@@ -127,7 +155,8 @@ class Setting:
     def allowed(self) -> tuple[str, ...] | None:
         if isinstance(self.choices, str):
             module, _, attribute = self.choices.partition(":")
-            return tuple(getattr(importlib.import_module(module), attribute).names())
+            registry = getattr(importlib.import_module(module), attribute)
+            return tuple(registry.names() if hasattr(registry, "names") else registry)
         return self.choices
 
     def readme_default(self) -> str:
@@ -141,23 +170,30 @@ class Setting:
 
 
 _NO_CACHE = {"APIBANK_NO_CACHE": lambda text: not parse_bool(text)}
+#: Grammar dialects the model layer can send (llm/grammar.py; see docs/model.md).
+SERVER_KINDS = ("llama.cpp", "vllm", "vllm-structured", "none")
+_RUN, _TEAM, _DATA = RUN_COMMANDS, TEAM_COMMANDS, DATA_COMMANDS
+_OP, _SEL = OPERATIONAL, SELECTION
 
-TABLE: tuple[Setting, ...] = (
+SETTINGS: tuple[Setting, ...] = (
     # what to run
-    Setting("root", "the API-Bank data root", default_text="`vendor/api-bank`"),
-    Setting("level", "`all` = the 100-task eval manifest (33/33/34); `1`, `2`, `3` = that level's curated list",
-            default="all", choices=("all", "1", "2", "3")),
+    Setting("root", "the API-Bank data root", default_text="`vendor/api-bank`", role=_OP, commands=_DATA),
+    Setting("level", "`all` = the 100-task eval manifest (33/33/34); `1`, `2`, `3` = that level's curated list "
+            "(`score`: the level of IDs without a `level-N::` prefix)",
+            default="all", choices=("all", "1", "2", "3"), role=_SEL, commands=(*_RUN, "summary", "score")),
     Setting("limit", "run at most N instances of the selection (`apibank-bench run`: default 2, 0 = all)",
-            _at_least(0), default_text="all"),
-    Setting("offset", "skip the first K instances of the manifest", _at_least(0), 0),
-    Setting("only", "only these task IDs (as in the manifest, or without the `level-N::` prefix)", parse_list, []),
-    Setting("shard", "`i/n`: every n-th instance starting at the i-th", parse_shard),
+            _at_least(0), default_text="all", role=_SEL, commands=(*_RUN, "summary")),
+    Setting("offset", "skip the first K instances of the manifest", _at_least(0), 0, role=_SEL,
+            commands=(*_RUN, "summary")),
+    Setting("only", "only these task IDs (as in the manifest, or without the `level-N::` prefix)", parse_list, [],
+            role=_SEL, commands=(*_RUN, "summary")),
+    Setting("shard", "`i/n`: every n-th instance starting at the i-th", parse_shard, role=_SEL),
     Setting("topology", "the agent topology", default="single",
-            choices="apibank_bench.agents.topologies:TOPOLOGIES"),
-    Setting("team_size", "agents in a team: 2, 4, 8 or 10", int, 4),
-    Setting("rounds", "debate rounds after the first answers (decentralized)", _at_least(0), 2),
+            choices="apibank_bench.agents.topologies:TOPOLOGIES", commands=_TEAM),
+    Setting("team_size", "agents in a team: 2, 4, 8 or 10", int, 4, commands=_TEAM),
+    Setting("rounds", "debate rounds after the first answers (decentralized)", _at_least(0), 2, commands=_TEAM),
     Setting("message_format", "what agents pass each other", default="freeform",
-            choices=("freeform", "semi_structured", "structured_soft")),
+            choices=("freeform", "semi_structured", "structured_soft"), commands=_TEAM),
     Setting("agent_kind", "what answers at each node of every topology", default="chat",
             choices="apibank_bench.agents.kinds:AGENT_KINDS"),
     Setting("vote", "how voting teams count calls: `reference` (exact arguments, as the reference harness) or "
@@ -165,93 +201,145 @@ TABLE: tuple[Setting, ...] = (
     Setting("prompts_dir", "a folder `<topology>/<role>.txt` overriding the packaged role prompts"),
     Setting("toolsearcher_scorer", "how a ToolSearcher call is scored",
             choices="apibank_bench.scoring.toolsearcher_scorers:SCORERS",
-            default_text="`keyword` for Level 1, else `official`"),
+            default_text="`keyword` for Level 1, else `official`", commands=(*_RUN, "score")),
     Setting("out_dir", "where results go (emptied when the first instance of a fresh run finishes)",
-            default_text="`results/apibank/<topology>` (`<topology>_sdk` for sdk agents)"),
-    Setting("resume", "skip instances already finished in `results.jsonl` (errored ones run again)", parse_bool,
-            False, flag=True),
+            default_text="`results/apibank/<topology>` (`<topology>_sdk` for sdk agents)", role=_OP,
+            commands=("run", "score")),
+    Setting("resume", "skip instances already finished in `results.jsonl` (errored ones run again); `optimize`: "
+            "continue a killed job from its finished phases", parse_bool, False, flag=True, role=_OP,
+            commands=("run", "optimize")),
     Setting("concurrency", "instances in flight at once in each process", _at_least(1),
-            default_text="remote: 32, embedded model and gold: 1"),
+            default_text="remote: 32, embedded model and gold: 1; `optimize`: 8", role=_OP, commands=_TEAM),
     Setting("instance_timeout", "seconds one instance may take before it becomes an error row (0 = no limit)",
-            _at_least(0, float), 600.0),
+            _at_least(0, float), 600.0, role=_OP),
     Setting("max_consecutive_errors", "stop the run after this many instances in a row fail at the endpoint "
-            "(0 = never)", _at_least(0), 10),
+            "(0 = never)", _at_least(0), 10, role=_OP),
     Setting("epochs", "solve every instance K times; epoch e samples with every seed moved by e x 10000 (epoch 0: "
             "the protocol's seeds); one row, case and trace per (instance, epoch)", _at_least(1), 1),
     Setting("baseline", "a results folder to gate against: after the run, pair on the shared instances and fail "
-            "the session only if the run is significantly worse (exact McNemar)"),
-    Setting("gate_alpha", "the regression gate's significance level (with `--apibank-baseline`)", parse_alpha, 0.05),
+            "the session only if the run is significantly worse (exact McNemar)", role=_OP),
+    Setting("gate_alpha", "the regression gate's significance level (with `--apibank-baseline`)", parse_alpha, 0.05,
+            role=_OP),
     # the model
-    Setting("model", "model name; `gold` replays the gold calls (a harness self-check)", group="model",
-            default_text="the embedded model"),
+    Setting("model", "model name; `gold` replays the gold calls (a harness self-check); `optimize`: also a grid "
+            "alias (`qwen`, `llama`)", group="model", default_text="the embedded model", commands=_TEAM),
     Setting("base_url", "OpenAI-compatible endpoint(s), comma separated (spread by `--routing`); none = the embedded "
-            "model",
-            parse_urls, [], env=("OPENAI_BASE_URL",),
-            deprecated_env={"APIBANK_BASE_URLS": parse_urls}, group="model"),
+            "model", parse_urls, [], env=("OPENAI_BASE_URL",),
+            deprecated_env={"APIBANK_BASE_URLS": parse_urls}, group="model", role=_OP, commands=_TEAM),
     Setting("routing", "how requests are spread over several base URLs: `load` (to the fewest outstanding requests "
             "weighted by each endpoint's moving-average latency; an endpoint that keeps failing is left out for a "
-            "while) or `round_robin` (each in turn)", default="load", choices=("load", "round_robin"), group="model"),
-    Setting("api_key", "the endpoint's API key", env=("OPENAI_API_KEY",), secret=True, group="model"),
+            "while) or `round_robin` (each in turn)", default="load", choices=("load", "round_robin"), group="model",
+            role=_OP),
+    Setting("api_key", "the endpoint's API key", env=("OPENAI_API_KEY",), secret=True, group="model", role=_OP),
     Setting("temperature", "sampling temperature", float, 0.2, group="model"),
     Setting("top_p", "nucleus sampling", float, 0.9, group="model"),
     Setting("max_tokens", "completion token limit", _at_least(1), 1024, group="model"),
-    Setting("seed", "sampling seed (each team member samples with its own offset)", int, 0, group="model"),
-    Setting("timeout", "seconds per HTTP request", float, 60.0, group="model"),
+    Setting("seed", "sampling seed (each team member samples with its own offset); `optimize`, `manifests split`: "
+            "also the splits' seed; `compare`, `report`: the bootstrap's seed", int, 0, group="model",
+            commands=(*_TEAM, "manifests", "compare", "report")),
+    Setting("timeout", "seconds per HTTP request", float, 60.0, group="model", role=_OP),
     Setting("max_retries", "retries of a failed request (timeouts, connection errors, 408, 429, 5xx)",
-            _at_least(0), 5, group="model"),
+            _at_least(0), 5, group="model", role=_OP),
     Setting("max_in_flight", "model requests in flight at once, per process (halved on HTTP 429, regained after "
-            "successes)", _at_least(1), 128, group="model"),
+            "successes)", _at_least(1), 128, group="model", role=_OP),
     Setting("extra_body", "JSON object merged into every request", parse_json_object, {}, group="model",
             default_text="-"),
     Setting("server_kind", "how a grammar is sent to the server", default="llama.cpp",
-            choices=("llama.cpp", "vllm", "vllm-structured", "none"), group="model"),
+            choices=SERVER_KINDS, group="model"),
     Setting("constrained", "grammar-constrained decoding from the visible API schemas", parse_bool, None,
-            flag=True, default_text="embedded: on, remote: off", group="model"),
+            flag=True, default_text="embedded: on, remote: off", group="model", commands=_TEAM),
     Setting("cache", "the on-disk response cache (re-runs make no repeated model calls)", parse_bool, True,
-            flag=True, deprecated_env=_NO_CACHE, group="model"),
+            flag=True, deprecated_env=_NO_CACHE, group="model", role=_OP, commands=_TEAM),
     Setting("cache_dir", "the cache folder (responses, the assembled embedded model, the ToolSearcher model)",
-            default="~/.cache/apibank-bench", group="model"),
+            default="~/.cache/apibank-bench", group="model", role=_OP, commands=(*_TEAM, "score")),
+    # settings of one command, not of a benchmark run
+    Setting("workers", "pytest-xdist worker processes (e.g. 2 or auto); per cell for `sweep`", short="-n",
+            role=_OP, of_run=False),
+    Setting("data_base_url", "`data fetch` downloads each file from URL/<owner>/<repo>/<commit>/<path> (a mirror)",
+            default="https://raw.githubusercontent.com", role=_OP, commands=("data",), of_run=False),
+    Setting("downloads", "parallel downloads of `data fetch`", _at_least(1), 8, role=_OP, commands=("data",),
+            of_run=False),
+    Setting("method", "the prompt optimizer", choices="apibank_bench.optimize.methods:METHODS",
+            default_text="- (required)", commands=("optimize",), of_run=False),
+    Setting("dataset", "accepted for the reference's command line (API-Bank is the only dataset)", default="apibank",
+            choices=("apibank",), commands=("optimize",), of_run=False),
+    Setting("model_aliases", "`NAME=MODEL` pairs overriding the experiment grid's model aliases", parse_list, [],
+            commands=("optimize",), of_run=False),
+    Setting("train", "training tasks (level-balanced, from the pool minus the eval set)", _at_least(0), 50,
+            role=_SEL, commands=("optimize", "manifests"), of_run=False),
+    Setting("validation", "validation tasks (from the same pool)", _at_least(0), 50, role=_SEL,
+            commands=("optimize", "manifests"), of_run=False),
+    Setting("eval_limit", "eval instances in optimize's final comparison of seed and optimized prompts",
+            _at_least(1), 100, role=_SEL, commands=("optimize",), of_run=False),
+    Setting("budget", "the optimizer's budget (see the README)", _at_least(1),
+            default_text="per method: 600 (GEPA, MASPO), 10 trials (MIPROv2)", commands=("optimize",), of_run=False),
+    Setting("optimizer_model", "the reflection/proposal/judge model (alias or name)", default_text="the task model",
+            group="model", commands=("optimize",), of_run=False),
+    Setting("optimizer_base_url", "its endpoint(s)", parse_urls, [], default_text="the task model's", group="model",
+            role=_OP, commands=("optimize",), of_run=False),
+    Setting("allow_any_cell", "run an optimize cell outside the experiment grid", parse_bool, False, flag=True,
+            role=_OP, commands=("optimize",), of_run=False),
     # where a sweep's cells run (`apibank-bench sweep` only)
     Setting("executor", "where a sweep's cells run: `local` (one after another here) or `slurm` (one Slurm array "
             "job, through submitit)", default="local", choices="apibank_bench.runs.executors:EXECUTORS",
-            group="sweep"),
+            group="sweep", role=_OP, commands=("sweep",), of_run=False),
     Setting("slurm_partition", "the Slurm partition of the cells' jobs", default_text="the cluster's default",
-            group="sweep"),
-    Setting("slurm_time", "time limit of each cell's job, in minutes", _at_least(1), 240, group="sweep"),
-    Setting("slurm_gpus", "GPUs of each cell's job (`--gpus-per-node`)", _at_least(0), group="sweep"),
-    Setting("slurm_cpus", "CPUs of each cell's job (`--cpus-per-task`)", _at_least(1), group="sweep"),
-    Setting("slurm_mem", "memory of each cell's job, as sbatch writes it (`32G`)", group="sweep",
+            group="sweep", role=_OP, commands=("sweep",), of_run=False),
+    Setting("slurm_time", "time limit of each cell's job, in minutes", _at_least(1), 240, group="sweep", role=_OP, commands=("sweep",), of_run=False),
+    Setting("slurm_gpus", "GPUs of each cell's job (`--gpus-per-node`)", _at_least(0), group="sweep", role=_OP, commands=("sweep",), of_run=False),
+    Setting("slurm_cpus", "CPUs of each cell's job (`--cpus-per-task`)", _at_least(1), group="sweep", role=_OP, commands=("sweep",), of_run=False),
+    Setting("slurm_mem", "memory of each cell's job, as sbatch writes it (`32G`)", group="sweep", role=_OP, commands=("sweep",), of_run=False,
             default_text="the cluster's default"),
-    Setting("slurm_max_running", "cells of the array job running at once", _at_least(1), group="sweep",
+    Setting("slurm_max_running", "cells of the array job running at once", _at_least(1), group="sweep", role=_OP, commands=("sweep",), of_run=False,
             default_text="no limit"),
     Setting("slurm_sbatch", "further sbatch options as a JSON object, e.g. `{\"account\": \"lab\", \"qos\": "
-            "\"high\"}`", parse_json_object, {}, default_text="-", group="sweep"),
-    Setting("slurm_setup", "a shell command each cell's job runs first (e.g. `module load cuda`)", group="sweep"),
+            "\"high\"}`", parse_json_object, {}, default_text="-", group="sweep", role=_OP, commands=("sweep",), of_run=False),
+    Setting("slurm_setup", "a shell command each cell's job runs first (e.g. `module load cuda`)", group="sweep", role=_OP, commands=("sweep",), of_run=False),
     Setting("endpoint_command", "a shell command each cell runs where it lands to start its own model server; it "
             "prints the server's base URL, which the cell uses, and is stopped when the cell ends "
-            "(`$APIBANK_FREE_PORT` holds a free port)", group="sweep"),
+            "(`$APIBANK_FREE_PORT` holds a free port)", group="sweep", role=_OP, commands=("sweep",), of_run=False),
     Setting("endpoint_wait", "seconds a cell waits for its endpoint command's server to answer", _at_least(1, float),
-            900.0, group="sweep"),
+            900.0, group="sweep", role=_OP, commands=("sweep",), of_run=False),
 )
 
-#: The run and model settings (a run's RunConfig, the pytest options, the flags of `run`).
-SETTINGS: tuple[Setting, ...] = tuple(setting for setting in TABLE if setting.group != "sweep")
-#: Where a sweep's cells run (flags of `sweep`).
-SWEEP_SETTINGS: tuple[Setting, ...] = tuple(setting for setting in TABLE if setting.group == "sweep")
-BY_NAME = {setting.name: setting for setting in TABLE}
+BY_NAME = {setting.name: setting for setting in SETTINGS}
+#: The settings of a benchmark run (RunConfig's fields, the pytest options).
+RUN_SETTINGS = tuple(setting for setting in SETTINGS if setting.of_run)
+#: Where a sweep's cells run (flags of `sweep` only).
+SWEEP_SETTINGS = tuple(setting for setting in SETTINGS if setting.group == "sweep")
 TEAM_SIZES = (2, 4, 8, 10)
 RUN_DEFAULT_LIMIT = 2  #: `apibank-bench run` runs 2 instances unless told otherwise (`--limit 0` = all)
+
+
+def names_with_role(role: str) -> frozenset[str]:
+    """The run settings of one role (e.g. what may differ between two parts of one run: OPERATIONAL)."""
+    return frozenset(setting.name for setting in RUN_SETTINGS if setting.role == role)
+
+
+def differences(recorded: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The run settings two runs' `config.run` records disagree on, by role: {MEASUREMENT: [...], SELECTION:
+    [...]} (operational ones may differ within one run: they are left out). Sweep cells and resumed
+    runs ask this before adding to a folder."""
+    found: dict[str, list[str]] = {MEASUREMENT: [], SELECTION: []}
+    for setting in RUN_SETTINGS:
+        name = setting.name
+        if setting.role != OPERATIONAL and name in wanted and recorded.get(name) != wanted[name]:
+            found[setting.role].append(name)
+    return found
 
 
 def run_limit(raw: Any) -> int | None:
     """The limit of `apibank-bench run` (and of each sweep cell) for a raw `--limit`: unset means
     RUN_DEFAULT_LIMIT instances, 0 means all (None)."""
-    limit = RUN_DEFAULT_LIMIT if raw is None else BY_NAME["limit"].parse(raw)
+    try:
+        limit = RUN_DEFAULT_LIMIT if raw is None else BY_NAME["limit"].parse(raw)
+    except ValueError as exc:
+        raise ValueError(f"{BY_NAME['limit'].flag_name}: {exc}") from None
     return limit or None
 
 
 class _Base:
-    """Derived values of a run's settings (the fields come from `SETTINGS`)."""
+    """Derived values of a run's settings (the fields come from `RUN_SETTINGS`)."""
 
     @property
     def is_gold(self) -> bool:
@@ -280,22 +368,39 @@ class _Base:
         """The settings as `summary.json` records them: secrets left out, URL credentials masked."""
         from apibank_bench.core.redact import redact
 
-        values = {s.name: getattr(self, s.name) for s in SETTINGS if not s.secret}
+        values = {s.name: getattr(self, s.name) for s in RUN_SETTINGS if not s.secret}
         values["base_url"] = [redact(url) for url in self.base_url]
         return values
+
+    def to_record(self) -> dict[str, Any]:
+        """Every value as plain data, secrets included: for a process of this run (an xdist worker)."""
+        return {s.name: getattr(self, s.name) for s in RUN_SETTINGS}
+
+
+def _fresh(value: Any) -> Any:
+    return value.copy() if isinstance(value, (list, dict)) else value
 
 
 RunConfig = make_dataclass(
     "RunConfig",
-    [(s.name, Any, field(default_factory=lambda d=s.default: d.copy() if isinstance(d, (list, dict)) else d))
-     for s in SETTINGS],
+    [(s.name, Any, field(default_factory=lambda d=s.default: _fresh(d))) for s in RUN_SETTINGS],
     bases=(_Base,), frozen=True,
 )
 RunConfig.__module__ = __name__
 RunConfig.__doc__ = "One run's settings; build it with `resolve`."
-SweepConfig = make_dataclass("SweepConfig", [(s.name, Any) for s in SWEEP_SETTINGS], frozen=True)
-SweepConfig.__module__ = __name__
-SweepConfig.__doc__ = "Where a sweep's cells run; build it with `resolve_sweep`."
+
+
+#: The attribute holding a RunConfig on an object handed to `pytest.main(plugins=[...])` (`apibank-bench run`
+#: does): the plugin takes those settings as they are, with no options to parse again.
+GIVEN = "apibank_run_config"
+
+
+def from_record(record: Mapping[str, Any]) -> RunConfig:
+    """The RunConfig `to_record` described (already resolved and checked: nothing is parsed again)."""
+    values = {s.name: _fresh(record.get(s.name, s.default)) for s in RUN_SETTINGS}
+    if values["shard"] is not None:
+        values["shard"] = tuple(values["shard"])
+    return RunConfig(**values)
 
 
 # -- resolution ---------------------------------------------------------------------------
@@ -309,7 +414,7 @@ def _from_environment(setting: Setting, environ: Mapping[str, str]) -> tuple[Any
         if environ.get(name, "").strip():
             replacement = setting.env_names[0]
             warnings.warn(f"{name} is deprecated and will be removed in the next release; use {replacement}",
-                          DeprecationWarning, stacklevel=3)
+                          DeprecationWarning, stacklevel=4)
             return convert(environ[name]), name
     return None
 
@@ -321,33 +426,14 @@ def _check(setting: Setting, value: Any, where: str) -> Any:
     return value
 
 
-def resolve(option_value: Callable[[Setting], Any] = lambda s: None,
-            ini_value: Callable[[Setting], Any] = lambda s: None,
-            environ: Mapping[str, str] | None = None) -> RunConfig:
-    """The run's settings: option, else ini, else environment, else default; each parsed and checked.
-
-    Errors name the option (or the variable) the bad value came from.
-    """
-    values = _values(SETTINGS, option_value, ini_value, os.environ if environ is None else environ)
-    cfg = RunConfig(**{name: (value.copy() if isinstance(value, (list, dict)) else value)
-                       for name, value in values.items()})
-    if cfg.topology != "single" and cfg.team_size not in TEAM_SIZES:
-        raise ValueError(f"{BY_NAME['team_size'].option} must be one of {TEAM_SIZES}, got {cfg.team_size}")
-    return cfg
-
-
-def resolve_sweep(option_value: Callable[[Setting], Any] = lambda s: None,
-                  environ: Mapping[str, str] | None = None) -> "SweepConfig":
-    """The sweep settings: option, else environment, else default."""
-    return SweepConfig(**_values(SWEEP_SETTINGS, option_value, lambda s: None,
-                                 os.environ if environ is None else environ))
-
-
-def _values(table: Iterable[Setting], option_value: Callable[[Setting], Any], ini_value: Callable[[Setting], Any],
-            environ: Mapping[str, str]) -> dict[str, Any]:
+def _resolve(chosen: Iterable[Setting], option_value: Callable[[Setting], Any], option_name: Callable[[Setting], str],
+             ini_value: Callable[[Setting], Any], environ: Mapping[str, str] | None) -> dict[str, Any]:
+    """{name: value} for the chosen settings: option, else ini, else environment, else default; each parsed
+    and checked. Errors name the option (or the variable) the bad value came from."""
+    environ = os.environ if environ is None else environ
     values = {}
-    for setting in table:
-        raw, where = option_value(setting), setting.option
+    for setting in chosen:
+        raw, where = option_value(setting), option_name(setting)
         if raw is None or raw == []:
             raw, where = ini_value(setting), f"ini {setting.dest}"
         if raw is None or raw == "" or raw == []:
@@ -357,8 +443,18 @@ def _values(table: Iterable[Setting], option_value: Callable[[Setting], Any], in
             value = setting.default if raw is None else setting.parse(raw)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{where}: {exc}") from None
-        values[setting.name] = _check(setting, value, where)
+        values[setting.name] = _fresh(_check(setting, value, where))
     return values
+
+
+def resolve(option_value: Callable[[Setting], Any] = lambda s: None,
+            ini_value: Callable[[Setting], Any] = lambda s: None,
+            environ: Mapping[str, str] | None = None) -> RunConfig:
+    """A run's settings (pytest options: `option_value` answers for `--apibank-NAME`)."""
+    cfg = RunConfig(**_resolve(RUN_SETTINGS, option_value, lambda s: s.option, ini_value, environ))
+    if cfg.topology != "single" and cfg.team_size not in TEAM_SIZES:
+        raise ValueError(f"{BY_NAME['team_size'].option} must be one of {TEAM_SIZES}, got {cfg.team_size}")
+    return cfg
 
 
 def from_environment(environ: Mapping[str, str] | None = None, **overrides: Any) -> RunConfig:
@@ -373,11 +469,68 @@ def value_from_environment(name: str, environ: Mapping[str, str] | None = None) 
     return setting.default if found is None else setting.parse(found[0])
 
 
+#: Variables the suite sets for a library it imports, only while importing it (and restores after).
+#: litellm (imported by DSPy for MIPROv2) fetches a price list from GitHub at import unless told not to.
+LIBRARY_ENVIRONMENT = {"litellm": {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}}
+
+
+@contextlib.contextmanager
+def library_environment(library: str):
+    """`LIBRARY_ENVIRONMENT[library]` in the environment for the duration (a value the user set wins)."""
+    wanted = {name: value for name, value in LIBRARY_ENVIRONMENT[library].items() if name not in os.environ}
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        for name in wanted:
+            os.environ.pop(name, None)
+
+
+def of_command(command: str) -> tuple[Setting, ...]:
+    """The settings a command takes as flags, in the table's order."""
+    return tuple(setting for setting in SETTINGS if command in setting.commands)
+
+
+def command_values(args: Any, command: str, environ: Mapping[str, str] | None = None,
+                   **given: Any) -> SimpleNamespace:
+    """A command's settings from its parsed flags (`add_command_flags`), else the environment, else the
+    defaults; `given` stands in for flags the command fills itself."""
+    def flag(setting: Setting) -> Any:
+        return given[setting.name] if setting.name in given else getattr(args, setting.name, None)
+
+    values = _resolve(of_command(command), flag, lambda s: s.flag_name, lambda s: None, environ)
+    return SimpleNamespace(**values)
+
+
+def resolve_sweep(option_value: Callable[[Setting], Any] = lambda s: None,
+                  environ: Mapping[str, str] | None = None) -> SimpleNamespace:
+    """Where a sweep's cells run: flag, else environment, else default."""
+    return SimpleNamespace(**_resolve(SWEEP_SETTINGS, option_value, lambda s: s.flag_name, lambda s: None, environ))
+
+
+def value_of(args: Any, name: str, environ: Mapping[str, str] | None = None) -> Any:
+    """One setting of a command: its flag, else the environment, else the default."""
+    setting = BY_NAME[name]
+    return _resolve((setting,), lambda s: getattr(args, s.name, None), lambda s: s.flag_name, lambda s: None,
+                    environ)[name]
+
+
+def run_config_of(args: Any, environ: Mapping[str, str] | None = None, **given: Any) -> RunConfig:
+    """A run's settings from a command's flags (errors name the command's `--NAME`)."""
+    def flag(setting: Setting) -> Any:
+        return given[setting.name] if setting.name in given else getattr(args, setting.name, None)
+
+    try:
+        return resolve(flag, environ=environ)
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("--apibank-", "--")) from None
+
+
 # -- what the table generates --------------------------------------------------------------
 
 def add_pytest_options(parser) -> None:
     group = parser.getgroup("apibank", "API-Bank benchmark (also ini apibank_* and env APIBANK_*)")
-    for setting in SETTINGS:
+    for setting in RUN_SETTINGS:
         if setting.flag:
             group.addoption(setting.option, action="store_const", const="true", dest=setting.dest, default=None,
                             help=setting.help)
@@ -389,25 +542,30 @@ def add_pytest_options(parser) -> None:
         parser.addini(setting.dest, setting.help, default=None)
 
 
-def add_command_flags(parser, skip: Iterable[str] = (), table: Iterable[Setting] = SETTINGS) -> None:
-    """The settings of `table` as flags of a command (`--NAME`); unset flags stay None."""
+#: Marks the argparse actions the table made (a test checks that commands declare no others for settings).
+FROM_TABLE = "apibank_setting"
+
+
+def add_command_flags(parser, command: str, skip: Iterable[str] = ()) -> None:
+    """The command's settings as its flags (`--NAME`, the same in every command); unset flags stay None."""
     import argparse
 
-    titles = {"run": "run settings", "model": "model settings (default: the embedded local model)",
+    groups: dict[str, Any] = {}
+    titles = {"run": "settings", "model": "model settings (default: the embedded local model)",
               "sweep": "where the cells run"}
-    groups = {}
-    for setting in table:
+    for setting in of_command(command):
         if setting.name in skip:
             continue
-        flag = "--" + setting.name.replace("_", "-")
         if setting.group not in groups:
             groups[setting.group] = parser.add_argument_group(titles[setting.group])
-        target = groups[setting.group]
+        names = [setting.flag_name] + ([setting.short] if setting.short else [])
         if setting.flag:
-            target.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=setting.help)
+            action = groups[setting.group].add_argument(*names, action=argparse.BooleanOptionalAction, default=None,
+                                                        help=setting.help)
         else:
-            target.add_argument(flag, default=None, nargs="+" if setting.many else None, help=setting.help,
-                                metavar=setting.name.upper())
+            action = groups[setting.group].add_argument(*names, default=None, nargs="+" if setting.many else None,
+                                                        help=setting.help, metavar=setting.name.upper())
+        setattr(action, FROM_TABLE, setting.name)
 
 
 def pytest_argv(values: Mapping[str, Any], prefix: str = "--apibank-") -> list[str]:
@@ -416,7 +574,7 @@ def pytest_argv(values: Mapping[str, Any], prefix: str = "--apibank-") -> list[s
     argv: list[str] = []
     for setting in SETTINGS:
         value = values.get(setting.name)
-        if value is None:
+        if value is None or (prefix != "--" and not setting.of_run):
             continue
         option = prefix + setting.name.replace("_", "-")
         if setting.flag:
@@ -429,14 +587,18 @@ def pytest_argv(values: Mapping[str, Any], prefix: str = "--apibank-") -> list[s
 
 
 def markdown_table() -> str:
-    """The README's options table."""
-    lines = ["| option | environment | default | meaning |", "| --- | --- | --- | --- |"]
-    for setting in TABLE:
+    """The README's settings table."""
+    lines = ["| flag | pytest option | environment | default | role | commands | meaning |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for setting in SETTINGS:
         choices = setting.allowed()
         meaning = setting.help + (f" (one of {', '.join(f'`{c}`' for c in choices)})" if choices else "")
         env = ", ".join(f"`{name}`" for name in setting.env_names)
-        option = f"`sweep {setting.option}`" if setting.group == "sweep" else f"`{setting.option}`"
-        lines.append(f"| {option} | {env} | {setting.readme_default()} | {meaning} |")
+        flag = f"`{setting.flag_name}`" + (f", `{setting.short}`" if setting.short else "")
+        option = f"`{setting.option}`" if setting.of_run else "-"
+        commands = ", ".join(setting.commands)
+        lines.append(f"| {flag} | {option} | {env} | {setting.readme_default()} | {setting.role} | {commands} "
+                     f"| {meaning} |")
     return "\n".join(lines)
 
 
@@ -457,3 +619,20 @@ if __name__ == "__main__":  # python -m apibank_bench.core.settings [--write-rea
         write_readme_table(Path(__file__).resolve().parents[2] / "README.md")
     else:
         print(markdown_table())
+
+
+@contextlib.contextmanager
+def secrets_in_environment(given: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The values without secrets, which meanwhile are in this process's environment: a cell job
+    inherits them (locally, or through the environment sbatch exports) and no job file holds them."""
+    secret = {s.name: s.env_names[0] for s in SETTINGS if s.secret and given.get(s.name) is not None}
+    saved = {variable: os.environ.get(variable) for variable in secret.values()}
+    os.environ.update({variable: str(given[name]) for name, variable in secret.items()})
+    try:
+        yield {name: value for name, value in given.items() if name not in secret}
+    finally:
+        for variable, value in saved.items():
+            if value is None:
+                os.environ.pop(variable, None)
+            else:
+                os.environ[variable] = value

@@ -15,7 +15,6 @@ import os
 import sys
 import tempfile
 import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -24,12 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apibank_bench.core.paths import LOCK_FILE, VENDORED_ROOT
+from apibank_bench.core.retry import RetryPolicy
+from apibank_bench.core.settings import BY_NAME
 
-#: GitHub serves a file of a commit at <this>/<owner>/<repo>/<commit>/<path>.
-DEFAULT_BASE_URL = "https://raw.githubusercontent.com"
-BASE_URL_ENV = "APIBANK_DATA_BASE_URL"
-WORKERS = 8
-ATTEMPTS = 4  #: tries per file; pauses of BACKOFF, 2x, 4x seconds between them
+#: GitHub serves a file of a commit at <this>/<owner>/<repo>/<commit>/<path> (the `data_base_url` setting).
+DEFAULT_BASE_URL = BY_NAME["data_base_url"].default
+WORKERS = BY_NAME["downloads"].default
+ATTEMPTS = 4  #: tries per file; pauses of about BACKOFF, 2x, 4x seconds between them (the suite's retry policy)
 BACKOFF = 0.5
 TIMEOUT = 60  #: seconds without a byte before a try counts as failed
 PART_SUFFIX = ".part"
@@ -102,11 +102,6 @@ class FetchError(RuntimeError):
     """A locked file could not be downloaded, or arrived different; the message names it."""
 
 
-def base_url(flag: str | None = None) -> str:
-    """Where raw files are fetched from: `--base-url`, else $APIBANK_DATA_BASE_URL, else GitHub."""
-    return (flag or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
-
-
 def file_url(base: str, source: dict, source_path: str) -> str:
     """`<base>/<owner>/<repo>/<commit>/<path>`: GitHub's raw-file layout, which a mirror copies."""
     return f"{base}/{source['repository']}/{source['commit']}/{urllib.parse.quote(source_path)}"
@@ -144,7 +139,12 @@ def _is_installed(dest: Path, item: LockedFile) -> bool:
 
 def _download_once(opener, url: str, item: LockedFile, target: Path) -> int:
     """Stream `url` into a hidden file beside `target`, check its sha256, then rename it into place."""
-    with opener.open(url, timeout=TIMEOUT) as response:
+    try:
+        response = opener.open(url, timeout=TIMEOUT)
+    except urllib.error.HTTPError as exc:
+        exc.close()  # nothing more is read from a refusal
+        raise
+    with response:
         fd, part = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=PART_SUFFIX)
         try:
             digest, size = hashlib.sha256(), 0
@@ -162,20 +162,24 @@ def _download_once(opener, url: str, item: LockedFile, target: Path) -> int:
             Path(part).unlink(missing_ok=True)
 
 
+def _worth_retrying(exc: BaseException) -> bool:
+    """Server errors, rate limits and broken connections; not a refusal (404, 403) or a wrong file."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return exc.code >= 500 or exc.code == 429
+    return isinstance(exc, (OSError, http.client.HTTPException))  # URLError, timeouts, resets, short bodies
+
+
 def _download(opener, url: str, item: LockedFile, target: Path, attempts: int, backoff: float) -> int:
-    """One file, retrying server errors, rate limits and broken connections with doubling pauses."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return _download_once(opener, url, item, target)
-        except urllib.error.HTTPError as exc:
-            exc.close()
-            if exc.code < 500 and exc.code != 429:  # not found or refused: asking again will not help
-                raise FetchError(f"{item.path}: {url} answered HTTP {exc.code} {exc.reason}") from None
-            last = f"HTTP {exc.code} {exc.reason}"
-        except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets, short bodies
-            last = str(getattr(exc, "reason", None) or exc) or type(exc).__name__
-        if attempt < attempts:
-            time.sleep(backoff * 2 ** (attempt - 1))
+    """One file, under the suite's retry policy (tenacity's): `attempts` tries, doubling pauses."""
+    policy = RetryPolicy(max_retries=attempts - 1, base_delay=backoff, retryable=_worth_retrying)
+    try:
+        return policy.call(_download_once, opener, url, item, target)
+    except urllib.error.HTTPError as exc:
+        if not _worth_retrying(exc):  # not found or refused: asking again would not help
+            raise FetchError(f"{item.path}: {url} answered HTTP {exc.code} {exc.reason}") from None
+        last = f"HTTP {exc.code} {exc.reason}"
+    except (OSError, http.client.HTTPException) as exc:
+        last = str(getattr(exc, "reason", None) or exc) or type(exc).__name__
     raise FetchError(f"{item.path}: {url} failed {attempts} times (last: {last})")
 
 
@@ -202,7 +206,7 @@ def fetch_from_web(dest: Path = VENDORED_ROOT, lock: Lock | None = None, base: s
     that fails for good stops the rest (those in flight finish); the error names it.
     """
     lock = lock or Lock.load()
-    base = base_url(base)
+    base = (base or DEFAULT_BASE_URL).rstrip("/")
     dest = Path(dest)
     _remove_partials(dest, lock)
     todo = [item for item in lock.files if not _is_installed(dest, item)]

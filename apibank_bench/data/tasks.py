@@ -90,13 +90,14 @@ def _dialogue_tasks(level: str, path: Path) -> list[Task]:
     api_positions = [i for i, row in enumerate(rows) if row.get("role") == "API"]
     api_names = tuple(sorted({rows[i]["api_name"] for i in api_positions}))
     turns = {i: _api_turn(rows[i]) for i in api_positions}
+    frozen = [freeze(row) for row in rows]  # once per row: every later task's history shares them
     tasks = []
     for index, position in enumerate(api_positions):
         tasks.append(
             Task(
                 id=f"{path.name}::{2 * index}",
                 level=level,
-                history=tuple(freeze(row) for row in rows[:position]),
+                history=tuple(frozen[:position]),
                 prior_api_turns=tuple(turns[i] for i in api_positions[:index]),
                 gold=turns[position],
                 api_names=api_names,
@@ -120,12 +121,13 @@ def _level3_tasks(path: Path) -> list[Task]:
         turns = [_api_turn(row) for row in rows]
         api_names = tuple(sorted({row["api_name"] for row in rows if row["api_name"]}))
         requirement = freeze({"role": "User", "text": str(sample.get("requirement") or "").strip()})
+        frozen = [freeze(row) for row in rows]
         for api_id in range(len(steps)):
             tasks.append(
                 Task(
                     id=f"level-3.json::{sample_id}::{api_id}",
                     level="3",
-                    history=(requirement, *(freeze(row) for row in rows[:api_id])),
+                    history=(requirement, *frozen[:api_id]),
                     prior_api_turns=tuple(turns[:api_id]),
                     gold=turns[api_id],
                     api_names=api_names,
@@ -135,13 +137,22 @@ def _level3_tasks(path: Path) -> list[Task]:
 
 
 @load_once
+def _file_tasks(root: str, level: str, name: str) -> dict[str, Task]:
+    """The tasks of one Level-1/2 dialogue file by ID (a task's ID names its file, so a lookup reads one file)."""
+    path = Path(root) / LEVEL_DIRS[level] / name
+    if Path(name).name != name or path.suffix != ".jsonl" or not path.is_file():  # an ID names a file of the level
+        return {}
+    return {task.id: task for task in _dialogue_tasks(level, path)}
+
+
+@load_once
 def _load_level(root: str, level: str) -> tuple[Task, ...]:
     base = Path(root)
     if level == "3":
         return tuple(_level3_tasks(base / LEVEL3_FILE))
     tasks: list[Task] = []
     for path in sorted((base / LEVEL_DIRS[level]).glob("*.jsonl")):
-        tasks.extend(_dialogue_tasks(level, path))
+        tasks.extend(_file_tasks(root, level, path.name).values())
     return tuple(tasks)
 
 
@@ -163,18 +174,26 @@ def split_combined_id(task_id: str) -> tuple[str, str]:
 
 
 @load_once
-def _index(root: str) -> dict[tuple[str, str], Task]:
-    return {(task.level, task.id): task for level in LEVELS for task in _load_level(root, level)}
+def _level3_index(root: str) -> dict[str, Task]:
+    return {task.id: task for task in _load_level(root, "3")}
+
+
+def _lookup(root: str, level: str, source_id: str) -> Task | None:
+    """Only what the ID needs is read: its dialogue file (Levels 1, 2) or Level 3's one file."""
+    if level == "3":
+        return _level3_index(root).get(source_id)
+    if level in LEVEL_DIRS:
+        return _file_tasks(root, level, source_id.partition("::")[0]).get(source_id)
+    return None
 
 
 def get_task(task_id: str, level: str | None = None, root: str | Path | None = None) -> Task:
     """Look up a task by combined ID, or by source ID plus level."""
     prefixed_level, source_id = split_combined_id(task_id)
     level = prefixed_level or (str(level) if level else "")
-    index = _index(str(require_root(root)))
-    candidates = [level] if level else list(LEVELS)
-    for candidate in candidates:
-        task = index.get((candidate, source_id))
+    root = str(require_root(root))
+    for candidate in [level] if level else LEVELS:
+        task = _lookup(root, candidate, source_id)
         if task is not None:
             return task
     raise KeyError(f"no API-Bank task with ID {task_id!r}")

@@ -12,7 +12,6 @@ on-disk response cache (a hit makes no HTTP request).
 from __future__ import annotations
 
 import dataclasses
-import re
 import threading
 import time
 from concurrent.futures import Future
@@ -25,6 +24,7 @@ from apibank_bench.core.redact import redact
 from apibank_bench.llm.cache import ResponseCache, request_key
 from apibank_bench.llm.config import ModelConfig
 from apibank_bench.llm.limit import AdaptiveLimit
+from apibank_bench.core.text import SURROGATES
 from apibank_bench.llm.retry import RetryPolicy, is_retryable
 from apibank_bench.llm.router import Router
 
@@ -103,9 +103,6 @@ def fold_system(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"role": "user", "content": system}, *rest]
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def _sendable(value: Any) -> Any:
     """`value` with lone surrogates (which UTF-8 cannot carry) replaced by U+FFFD.
 
@@ -113,7 +110,7 @@ def _sendable(value: Any) -> Any:
     is, such a request could not even be encoded.
     """
     if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
+        return SURROGATES.sub("\ufffd", value)
     if isinstance(value, dict):
         return {key: _sendable(item) for key, item in value.items()}
     if isinstance(value, list):

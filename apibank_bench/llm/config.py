@@ -10,10 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from apibank_bench.core.settings import BY_NAME
-
-#: Grammar dialects `grammar.grammar_extra_body` understands (see docs/model.md).
-SERVER_KINDS = ("llama.cpp", "vllm", "vllm-structured", "none")
+from apibank_bench.core.settings import BY_NAME, SERVER_KINDS
 
 
 @dataclass

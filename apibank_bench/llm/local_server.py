@@ -29,7 +29,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from apibank_bench.core.settings import value_from_environment
+from apibank_bench.core.settings import BY_NAME
 
 #: The model name the server answers to (`--model_alias`); put it in ModelConfig.model.
 LOCAL_MODEL = "gemma-3-270m-it-q4_k_m"
@@ -311,8 +311,8 @@ def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
 
 
 def cache_root() -> Path:
-    """The default home of the assembled model: the `cache_dir` setting from the environment."""
-    return Path(value_from_environment("cache_dir")).expanduser()
+    """The default home of the assembled model: the `cache_dir` setting's default (callers pass a run's own)."""
+    return Path(BY_NAME["cache_dir"].default).expanduser()
 
 
 def start_local_server(root: Path | None = None, **kwargs: Any) -> LocalServer:

@@ -1,9 +1,7 @@
-"""The one retry policy for every path that calls a model (the chat client and the Agents SDK runner).
+"""The retry policy of every path that calls a model (the chat client and the Agents SDK runner).
 
-Bounded attempts (`max_retries` retries after the first try), exponential backoff
-with jitter, a server's Retry-After honoured up to the same cap, and only errors
-worth another try are retried: timeouts, connection errors, 408, 429 and 5xx.
-The retrying itself is tenacity's; the `sleep` is injectable so tests never wait.
+It is the suite's one policy (`core.retry`, tenacity's retrying) with the model's errors:
+timeouts, connection errors, 408, 429 and 5xx are retried, and a server's Retry-After is honoured.
 """
 
 from __future__ import annotations
@@ -11,12 +9,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, Callable, TypeVar
+from typing import Callable
 
 import openai
-import tenacity
 
-T = TypeVar("T")
+from apibank_bench.core import retry as core_retry
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -45,28 +42,8 @@ def retry_after(exc: BaseException | None) -> float:
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how long to retry a model call. `call(fn)` runs fn under the policy."""
+class RetryPolicy(core_retry.RetryPolicy):
+    """The suite's retry policy with the OpenAI client's errors. `call(fn)` runs fn under the policy."""
 
-    max_retries: int = 5
-    base_delay: float = 1.0  #: the first wait; each further wait doubles it (plus up to base_delay of jitter)
-    max_delay: float = 30.0  #: no wait is longer, Retry-After included
-    sleep: Callable[[float], None] = time.sleep
-
-    def wait(self, state: tenacity.RetryCallState) -> float:
-        exponential = tenacity.wait_exponential(multiplier=self.base_delay, max=self.max_delay)
-        backoff = (exponential + tenacity.wait_random(0, self.base_delay))(state)
-        return min(self.max_delay, max(backoff, retry_after(state.outcome.exception())))
-
-    def retrying(self) -> tenacity.Retrying:
-        """A tenacity controller; the last error is re-raised as is when attempts run out."""
-        return tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self.max_retries + 1),
-            wait=self.wait,
-            retry=tenacity.retry_if_exception(is_retryable),
-            sleep=self.sleep,
-            reraise=True,
-        )
-
-    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return self.retrying()(fn, *args, **kwargs)
+    retryable: Callable[[BaseException], bool] = is_retryable
+    hinted_wait: Callable[[BaseException | None], float] = retry_after

@@ -1,8 +1,8 @@
 """`apibank-bench optimize`: the command line of one optimize job (the job itself is in `job`).
 
 `--method` picks the optimizer, `--topology/--model/--seed` the experiment-grid
-cell; each method's HYPERPARAMETERS become flags. The module imports nothing
-heavy, so building the CLI stays fast.
+cell (all settings of the table); each method's HYPERPARAMETERS become flags. The
+module imports nothing heavy, so building the CLI stays fast.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from apibank_bench.core.settings import BY_NAME, TEAM_SIZES
-from apibank_bench.optimize import grid, methods
-from apibank_bench.optimize.roles import OPTIMIZABLE as TOPOLOGIES
+from apibank_bench.core import settings
+from apibank_bench.optimize import methods
 
-MESSAGE_FORMATS = BY_NAME["message_format"].choices
+#: Instances solved at once when --concurrency is not given.
+DEFAULT_CONCURRENCY = 8
 
 
 def _flag(name: str) -> str:
@@ -22,40 +22,14 @@ def _flag(name: str) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--method", required=True, choices=list(methods.METHODS))
-    parser.add_argument("--dataset", default="apibank", choices=["apibank"],
-                        help="accepted for the reference's command line (API-Bank is the only dataset)")
-    parser.add_argument("--topology", required=True, choices=TOPOLOGIES)
-    parser.add_argument("--model", default=None,
-                        help="a grid alias (qwen, llama) or a model name; none = the embedded smoke model")
-    parser.add_argument("--model-alias", action="append", default=[], metavar="NAME=MODEL",
-                        help="override a grid alias (also APIBANK_MODEL_ALIASES=qwen=Org/Model,...)")
-    parser.add_argument("--seed", type=int, default=0, help="splits, the method's randomness and sampling")
+    """The job's own output folder, and its settings from the table (`method`, the grid cell, the splits...)."""
     parser.add_argument("--out", required=True, help="the run's folder")
-    parser.add_argument("--train", type=int, default=50, help="training tasks (level-balanced, from the pool)")
-    parser.add_argument("--validation", type=int, default=50, help="validation tasks")
-    parser.add_argument("--budget", type=int, default=None, help="the method's budget (see README; default per method)")
-    parser.add_argument("--team-size", type=int, default=4, help=f"team size N in {TEAM_SIZES}")
-    parser.add_argument("--rounds", type=int, default=2, help="debate rounds (decentralized)")
-    parser.add_argument("--message-format", default="freeform", choices=MESSAGE_FORMATS)
-    parser.add_argument("--base-url", nargs="+", default=None, help="task model endpoint(s); none = embedded")
-    parser.add_argument("--optimizer-model", default=None,
-                        help="reflection/proposal/judge model (alias or name; default: the task model)")
-    parser.add_argument("--optimizer-base-url", nargs="+", default=None,
-                        help="its endpoint(s) (default: the task model's)")
-    parser.add_argument("--eval-limit", type=int, default=100, help="eval instances in the final comparison")
-    parser.add_argument("--workers", type=int, default=8, help="instances solved concurrently")
-    parser.add_argument("--resume", action="store_true", help="continue a killed run in --out")
-    parser.add_argument("--allow-any-cell", action="store_true", help="run a cell outside the experiment grid")
-    parser.add_argument("--constrained", action=argparse.BooleanOptionalAction, default=None,
-                        help="grammar-constrained decoding (default: on for the embedded model only)")
-    parser.add_argument("--no-cache", action="store_true", help="turn the response cache off")
-    parser.add_argument("--apibank-root", default=None, help="API-Bank data root")
-    _add_hyperparameters(parser)
+    settings.add_command_flags(parser, "optimize")
 
 
-def _add_hyperparameters(parser: argparse.ArgumentParser) -> None:
+def add_hyperparameters(parser: argparse.ArgumentParser) -> None:
     """Each method's HYPERPARAMETERS as flags, default None (the method's own default then applies).
+    Building them imports every method module, so the CLI adds them only when `optimize` runs.
 
     A name two methods share is one flag; a name a common flag already uses
     (e.g. `rounds`) becomes `--<method>-<name>`.
@@ -85,13 +59,23 @@ def _fail(message: str) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
+    for name, value in vars(settings.command_values(args, "optimize")).items():
+        setattr(args, name, value)  # the resolved settings (flag, else environment, else default)
+    if args.method is None:
+        return _fail("--method is required (one of " + ", ".join(methods.METHODS) + ")")
+    from apibank_bench.optimize import grid
+    from apibank_bench.optimize.roles import OPTIMIZABLE
+
+    if args.topology not in OPTIMIZABLE:
+        return _fail(f"--topology {args.topology}: optimize covers {', '.join(OPTIMIZABLE)}")
+    args.concurrency = args.concurrency or DEFAULT_CONCURRENCY
     module = methods.load(args.method)
-    cell = grid.cell(args.method, args.topology, args.model, args.seed, grid.model_aliases(args.model_alias))
+    cell = grid.cell(args.method, args.topology, args.model, args.seed, grid.model_aliases(args.model_aliases))
     refusal = grid.check_cell(cell, args.allow_any_cell)
     if refusal:
         return _fail(refusal)
-    if args.topology != "single" and args.team_size not in TEAM_SIZES:
-        return _fail(f"--team-size must be one of {TEAM_SIZES}, got {args.team_size}")
+    if args.topology != "single" and args.team_size not in settings.TEAM_SIZES:
+        return _fail(f"--team-size must be one of {settings.TEAM_SIZES}, got {args.team_size}")
     from apibank_bench.agents.models import EndpointUnreachable
     from apibank_bench.llm import ModelError
     from apibank_bench.optimize.job import JobError, run

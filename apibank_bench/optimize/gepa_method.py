@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the command line imports this module for its flags: keep that light
     from apibank_bench.optimize.context import Context, Rollout
 
-DEFAULT_BUDGET = 600
+# The budget (metric calls) is methods.FALLBACK_BUDGET.
 HYPERPARAMETERS: dict[str, tuple[type, Any, str]] = {
     "minibatch_size": (int, 3, "GEPA: training tasks per reflection step (reflection_minibatch_size)"),
     "candidate_selection": (str, "pareto", "GEPA: parent selection: pareto, current_best, epsilon_greedy, "

@@ -2,14 +2,13 @@
 
 A cell is (method, topology, model, seed). The grid lists, per method, the
 topologies it covers, the model aliases (`qwen` -> a concrete model name) and
-the seeds. Aliases can be overridden with `--model-alias NAME=MODEL` or
-`APIBANK_MODEL_ALIASES="qwen=Org/Model,llama=..."`.
+the seeds. Aliases can be overridden with the `model_aliases` setting
+(`--model-aliases qwen=Org/Model llama=...` or `APIBANK_MODEL_ALIASES`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -31,13 +30,10 @@ def _pairs(items: Iterable[str], source: str) -> dict[str, str]:
     return pairs
 
 
-def model_aliases(overrides: Iterable[str] = (), env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The grid's aliases, then APIBANK_MODEL_ALIASES, then the --model-alias flags."""
-    env = os.environ if env is None else env
+def model_aliases(overrides: Iterable[str] = ()) -> dict[str, str]:
+    """The grid's aliases, overridden by the `model_aliases` setting's NAME=MODEL pairs."""
     aliases = dict(load_grid()["models"])
-    text = env.get("APIBANK_MODEL_ALIASES", "")
-    aliases.update(_pairs([part for part in text.split(",") if part.strip()], "APIBANK_MODEL_ALIASES"))
-    aliases.update(_pairs(overrides, "--model-alias"))
+    aliases.update(_pairs(overrides, "--model-aliases"))
     return aliases
 
 

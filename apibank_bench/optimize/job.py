@@ -58,10 +58,10 @@ def _versions() -> dict:
 def run(args: argparse.Namespace, module: ModuleType, cell: grid.Cell) -> int:
     hyper = methods.hyperparameters(args, args.method, module)
     budget = args.budget if args.budget is not None else methods.default_budget(module)
-    cfg = from_environment(root=args.apibank_root, topology=args.topology, team_size=args.team_size,
+    cfg = from_environment(root=args.root, topology=args.topology, team_size=args.team_size,
                            rounds=args.rounds, message_format=args.message_format, model=cell.model,
-                           base_url=list(args.base_url or []), seed=args.seed, cache=False if args.no_cache else None,
-                           constrained=args.constrained)
+                           base_url=list(args.base_url), seed=args.seed, cache=args.cache,
+                           constrained=args.constrained, cache_dir=args.cache_dir)
     if cell.model and needs_local_server(cfg):
         raise JobError(f"--model {args.model} needs an endpoint: pass --base-url (or set OPENAI_BASE_URL)")
     out = Path(args.out)
@@ -107,7 +107,7 @@ def _optimizer_client(args, cfg: RunConfig, client, local):
     """The reflection/proposal/judge client: the task client unless another model or endpoint is named."""
     if not args.optimizer_model and not args.optimizer_base_url:
         return client, None
-    aliases = grid.model_aliases(args.model_alias)
+    aliases = grid.model_aliases(args.model_aliases)
     model = aliases.get(args.optimizer_model, args.optimizer_model) or cfg.model
     ocfg = dataclasses.replace(cfg, model=model, base_url=list(args.optimizer_base_url or cfg.base_url))
     if args.optimizer_model and needs_local_server(ocfg):
@@ -131,13 +131,13 @@ def _run(args, module, hyper, budget, cfg, config, split, eval_ids, out: Path, l
     ctx = Context(topology=cfg.topology, roles=roles(cfg), seed_prompts=seeds, train_ids=split["train"],
                   validation_ids=split["validation"], seed=args.seed, budget=budget, hyper=hyper, out_dir=out,
                   run_config=cfg, client=client, scorer=scorer, events=events, optimizer=optimizer,
-                  protected_ids=eval_ids, workers=args.workers)
+                  protected_ids=eval_ids, workers=args.concurrency)
 
     best = _phase_optimize(ctx, args.method, module, out, events)
     _phase_validation(ctx, seeds, best, out, events)
     final_ids = eval_ids[: args.eval_limit]
     for name, folder in (("seed", out / "seed_prompts"), ("optimized", out / "prompts")):
-        _final_run(name, folder, final_ids, cfg, client, scorer, out, args.resume, events, args.workers)
+        _final_run(name, folder, final_ids, cfg, client, scorer, out, args.resume, events, args.concurrency)
     final = compare_folders(out / "final" / "seed", out / "final" / "optimized")
     dump(out / "final.json", final)
     events.log("done", phase="final", seed=final["seed"]["accuracy"], optimized=final["optimized"]["accuracy"],

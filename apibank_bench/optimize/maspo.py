@@ -50,8 +50,8 @@ from typing import Any
 
 from apibank_bench.optimize.rollouts import clip, digest, extract_prompt, reader_output, role_input, role_output, verdict
 
-#: Enough for the full default schedule on a one-role topology (9 steps of <= 60 rollouts, 2 refreshes).
-DEFAULT_BUDGET = 600
+# The budget is methods.FALLBACK_BUDGET (600): enough for the full default schedule on a one-role topology
+# (9 steps of <= 60 rollouts, 2 refreshes).
 HYPERPARAMETERS: dict[str, tuple[type, Any, str]] = {
     "rounds": (int, 3, "MASPO: coordinate-ascent rounds D (passes over the agents in topology order)"),
     "steps": (int, 3, "MASPO: beam-search steps T per agent per round"),

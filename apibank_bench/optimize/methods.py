@@ -15,7 +15,7 @@ METHODS = {
     "mipro": "apibank_bench.optimize.mipro",
     "maspo": "apibank_bench.optimize.maspo",
 }
-#: The budget when a method does not name its own.
+#: The budget when a method does not name its own (GEPA's metric calls, MASPO's rollouts).
 FALLBACK_BUDGET = 600
 
 

@@ -41,16 +41,12 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import os
 import re
 import warnings
 from types import SimpleNamespace
 from typing import Any
 
 from apibank_bench.optimize.rollouts import clip, digest, extract_prompt, role_input, role_output
-
-# litellm (imported by dspy) fetches a price list from GitHub at import unless told not to.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 #: Trials; DSPy's "light" setting for one role proposes 6 candidates and runs about 10.
 DEFAULT_BUDGET = 10
@@ -135,9 +131,12 @@ def render(predictor) -> str:
 
 def optimize(ctx) -> dict[str, str]:
     """Best role prompts found by DSPy's MIPROv2 in `ctx.budget` trials."""
+    from apibank_bench.core.settings import library_environment
+
     try:
-        import dspy
-        from dspy.utils.exceptions import AdapterParseError
+        with library_environment("litellm"):
+            import dspy
+            from dspy.utils.exceptions import AdapterParseError
     except ImportError as exc:
         raise SystemExit("--method mipro needs DSPy: pip install 'apibank-bench[mipro]'") from exc
 

@@ -21,21 +21,36 @@ from apibank_bench.data.tasks import split_combined_id
 from apibank_bench.plugin.keys import CONFIG, IDS, POOL, RESULT, USER_PROPERTY
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench_tests"
+#: The `workerinput` key under which the controller hands each xdist worker the run's settings.
+SETTINGS_KEY = "apibank_settings"
 
 
 def pytest_addoption(parser):
     settings.add_pytest_options(parser)
 
 
+def _use(config, cfg: settings.RunConfig) -> settings.RunConfig:
+    from apibank_bench.apis.search.model import use_cache_root
+
+    config.stash[CONFIG] = cfg
+    use_cache_root(cfg.cache_root)  # the ToolSearcher model lives under this run's cache folder
+    return cfg
+
+
 def run_config(config) -> settings.RunConfig:
-    """The run's settings (resolved once per process)."""
-    if CONFIG not in config.stash:
-        try:
-            config.stash[CONFIG] = settings.resolve(lambda s: config.getoption(s.dest),
-                                                    lambda s: config.getini(s.dest))
-        except ValueError as exc:
-            raise pytest.UsageError(f"apibank: {exc}") from None
-    return config.stash[CONFIG]
+    """The run's settings, resolved once per run: given by `apibank-bench run`, else from the options; an
+    xdist worker takes the controller's (`workerinput`)."""
+    if CONFIG in config.stash:
+        return config.stash[CONFIG]
+    given = [plugin for plugin in config.pluginmanager.get_plugins() if hasattr(plugin, settings.GIVEN)]
+    if given:
+        return _use(config, getattr(given[0], settings.GIVEN))
+    if is_worker(config) and SETTINGS_KEY in config.workerinput:
+        return _use(config, settings.from_record(config.workerinput[SETTINGS_KEY]))
+    try:
+        return _use(config, settings.resolve(lambda s: config.getoption(s.dest), lambda s: config.getini(s.dest)))
+    except ValueError as exc:
+        raise pytest.UsageError(f"apibank: {exc}") from None
 
 
 def selected_cases(config) -> list[str]:
@@ -74,7 +89,10 @@ def bench_requested(config) -> bool:
 
 
 def pytest_configure(config):
+    from apibank_bench.llm.probe import forget_probes
     from apibank_bench.plugin import endpoint, writer
+
+    forget_probes()  # a run asks each endpoint's GET /models once
 
     config.pluginmanager.register(endpoint.EndpointPlugin(config), "apibank-endpoint")
     if not is_worker(config):

@@ -58,10 +58,11 @@ class EndpointPlugin:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node):  # xdist controller, once per worker
-        from apibank_bench.plugin import bench_requested, run_config
+        from apibank_bench.plugin import SETTINGS_KEY, bench_requested, run_config
 
         node.workerinput["apibank_share"] = None
         if bench_requested(self.config):
+            node.workerinput[SETTINGS_KEY] = run_config(self.config).to_record()  # resolved once, by the controller
             if needs_local_server(run_config(self.config)):
                 node.workerinput["apibank_base_url"] = self.base_url()
             if self.config.getoption("dist", "load") == "load":

@@ -21,6 +21,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from apibank_bench.core.settings import RUN_SETTINGS, SELECTION
 from apibank_bench.runs.results import RESULTS, read_jsonl, read_summary
 from apibank_bench.runs.epochs import epoch_summary, row_key
 from apibank_bench.runs.stats import discordant, mcnemar_exact, min_detectable_difference, paired_bootstrap
@@ -31,7 +32,10 @@ GUARDED = {
     "data hash": ("data_hash", "provenance.data_hash", "run.data_hash"),
     "manifest": ("manifest_hash", "run.manifest", "run.level"),
     "scorer": ("run.toolsearcher_scorer", "toolsearcher_scorer"),
-    "selection": ("provenance.manifest_hash", "run.limit", "run.offset", "run.only", "run.shard"),
+    # the instances: the manifest's hash, else every setting whose role is selection (the level: "manifest")
+    "selection": ("provenance.manifest_hash",
+                  *(f"run.{setting.name}" for setting in RUN_SETTINGS if setting.role == SELECTION
+                    and setting.name != "level")),
 }
 _MISSING = object()
 

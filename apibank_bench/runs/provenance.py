@@ -7,7 +7,6 @@ import hashlib
 import json
 import subprocess
 import sys
-import urllib.request
 from datetime import datetime, timezone
 from functools import cache
 from importlib import metadata
@@ -48,15 +47,15 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def endpoint_models(base_url: str | None, timeout: float = 5.0):
-    """The endpoint's answer to GET /models (which model really served the run), or why there is none."""
+def endpoint_models(base_url: str | None):
+    """The endpoint's answer to GET /models (which model really served the run), or why there is none:
+    the run's one probe (`llm.probe`), asked when the run started."""
     if not base_url:
         return None
-    try:
-        with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=timeout) as response:
-            return json.loads(response.read().decode("utf-8", "replace"))
-    except (OSError, ValueError) as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"}
+    from apibank_bench.llm.probe import probe_models
+
+    probe = probe_models(base_url)
+    return probe.body if probe.body is not None else {"error": probe.error}
 
 
 def command_line(secrets: tuple[str, ...] = ()) -> str:

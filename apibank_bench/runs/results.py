@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable
 
+from apibank_bench.core.text import SURROGATES
 from apibank_bench.runs.epochs import row_key, split_case
 from apibank_bench.scoring import Score, Scorer
 from apibank_bench.data.tasks import Task, get_task
@@ -28,7 +29,6 @@ TRACES = "traces"
 
 
 MAX_STORED_CHARS = 64 * 1024  #: longer strings are stored cut, with their length and hash
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def to_json(value: Any) -> str:
@@ -42,7 +42,7 @@ def to_json(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False, default=lambda obj: sorted(obj, key=repr)
                       if isinstance(obj, (set, frozenset)) else str(obj))
     # Outside strings JSON is ASCII, so every surrogate here sits inside a string literal.
-    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    return SURROGATES.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 def cap_strings(value: Any, limit: int = MAX_STORED_CHARS) -> Any:

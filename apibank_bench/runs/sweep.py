@@ -15,8 +15,9 @@ job (`CellJob`) is the same everywhere, and the job ledger (`runs/jobs.py`, `DIR
 keeps a cell from being submitted while an earlier job of it is still queued or running.
 
 A cell whose summary.json is complete and records the cell's settings is skipped; one that is
-incomplete, or ran a different selection, is resumed. Settings that change how a run is carried out
-but not what it measures (`OPERATIONAL`: endpoints, concurrency, timeouts, cache) may differ.
+incomplete, or ran a different selection, is resumed. Settings whose role (a field of each setting in
+the table) is operational change how a run is carried out, not what it measures (endpoints,
+concurrency, timeouts, cache): they may differ.
 A cell folder holding a run with other measured settings is refused before anything runs.
 """
 
@@ -29,10 +30,9 @@ import re
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 from apibank_bench.core import settings
 from apibank_bench.core.paths import require_root
@@ -42,14 +42,8 @@ from apibank_bench.runs.results import RESULTS, SUMMARY, read_summary
 LOG = "run.log"
 ENDPOINT_FAILED = 3  #: a cell's exit code when its endpoint command gave no endpoint (as `run`'s unreachable)
 POLL_S = 10.0  #: seconds between looks at queued and running jobs while a sweep waits
-#: Settings that change how a run is carried out, not what it measures.
-OPERATIONAL = frozenset({"root", "out_dir", "resume", "concurrency", "instance_timeout", "max_consecutive_errors",
-                         "base_url", "routing", "api_key", "timeout", "max_retries", "max_in_flight", "cache",
-                         "cache_dir", "baseline", "gate_alpha"})
-#: Settings that choose the instances: a finished cell run on another selection is resumed, not refused.
-SELECTION = frozenset({"level", "limit", "offset", "only", "shard"})
-#: Settings the sweep sets itself.
-NOT_FLAGS = ("out_dir", "resume")
+#: Settings the sweep sets itself (the table gives them no `sweep` flag).
+NOT_FLAGS = tuple(setting.name for setting in settings.RUN_SETTINGS if "sweep" not in setting.commands)
 
 
 class SweepError(ValueError):
@@ -63,7 +57,7 @@ def can_be_axis(setting: settings.Setting) -> bool:
 def axes_of(given: Mapping[str, Any]) -> dict[str, list[str]]:
     """{setting name: its values} for each given value with a comma, in the table's order."""
     axes = {}
-    for setting in settings.SETTINGS:
+    for setting in settings.RUN_SETTINGS:
         raw = given.get(setting.name)
         if raw is None or not can_be_axis(setting) or "," not in str(raw):
             continue
@@ -150,13 +144,13 @@ def plan(cell: Cell) -> None:
         raise SweepError(f"{cell.path} holds results that are not a run (no config.run in {SUMMARY}); "
                          "move it away or choose another --out")
     wanted = _json(cell.cfg.to_dict())
-    differ = sorted(name for name in wanted if name not in OPERATIONAL and stored.get(name) != wanted[name])
-    measured = [name for name in differ if name not in SELECTION]
+    differ = settings.differences(stored, wanted)
+    measured = differ[settings.MEASUREMENT]
     if measured:
         detail = ", ".join(f"{name} {stored.get(name)!r} (the sweep wants {wanted[name]!r})" for name in measured)
         raise SweepError(f"{cell.path} holds a run with other settings: {detail}; move it away or choose another --out")
     cell.summary = summary
-    cell.skip = bool(summary.get("complete")) and not differ
+    cell.skip = bool(summary.get("complete")) and not (measured or differ[settings.SELECTION])
     cell.resume = not cell.skip
 
 
@@ -182,8 +176,8 @@ def run_cell(cell: Cell, workers: str | None = None, base_url: str | None = None
     if workers:
         argv += ["-n", str(workers)]
     package_parent = str(Path(__file__).resolve().parents[2])
-    environ = {**os.environ, **secret_env,
-               "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
+    environ = {**os.environ, **secret_env}  # the cell's process: this one's environment, this very package first
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, environ.get("PYTHONPATH")]))
     cell.path.mkdir(parents=True, exist_ok=True)
     with open(cell.path / LOG, "a", encoding="utf-8") as log:
         log.write("$ " + " ".join(argv[1:]) + "\n")
@@ -290,23 +284,6 @@ def ended(entry: Mapping[str, Any]) -> bool:
     return str(entry.get("state") or "").startswith(ENDED)
 
 
-@contextmanager
-def secrets_in_environment(given: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-    """The values without secrets, which meanwhile are in this process's environment: a cell job
-    inherits them (locally, or through the environment sbatch exports) and no job file holds them."""
-    secret = {s.name: s.env_names[0] for s in settings.SETTINGS if s.secret and given.get(s.name) is not None}
-    saved = {variable: os.environ.get(variable) for variable in secret.values()}
-    os.environ.update({variable: str(given[name]) for name, variable in secret.items()})
-    try:
-        yield {name: value for name, value in given.items() if name not in secret}
-    finally:
-        for variable, value in saved.items():
-            if value is None:
-                os.environ.pop(variable, None)
-            else:
-                os.environ[variable] = value
-
-
 def claim(cells: list[Cell], sweep: Any, out: Path, ledger: Ledger) -> list[Cell]:
     """Under the ledger's lock: mark the cells that a live job holds (`cell.job`) and claim the
     unfinished others for this sweep; the claimed cells."""
@@ -391,7 +368,7 @@ def run_sweep(given: Mapping[str, Any], out: Path, workers: str | None = None, s
              for index, cell in enumerate(cells, start=1)}
     interrupted = False
     try:
-        with secrets_in_environment(given) as plain:
+        with settings.secrets_in_environment(given) as plain:
             claimed = claim(cells, sweep, out, ledger)
             for cell in cells:
                 if cell.skip:

@@ -35,12 +35,21 @@ _LOCK = threading.Lock()
 _MODEL: Any = None
 
 
-def cache_dir() -> Path:
-    """Where the built model folder lives: under the `cache_dir` setting (read from the environment:
-    the scorer builds this folder once per machine, outside any one run's options)."""
-    from apibank_bench.core.settings import value_from_environment
+_CACHE_ROOT: Path | None = None
 
-    return Path(value_from_environment("cache_dir")).expanduser() / FOLDER_NAME
+
+def use_cache_root(cache_root: str | Path) -> None:
+    """Build and find the model under this run's `cache_dir` setting (the process's entry point says which)."""
+    global _CACHE_ROOT
+    _CACHE_ROOT = Path(cache_root).expanduser()
+
+
+def cache_dir() -> Path:
+    """Where the built model folder lives: under the `cache_dir` setting given to `use_cache_root`, else its
+    default (the scorer builds this folder once per machine, outside any one run's options)."""
+    from apibank_bench.core.settings import BY_NAME
+
+    return (_CACHE_ROOT or Path(BY_NAME["cache_dir"].default).expanduser()) / FOLDER_NAME
 
 
 def get_model():

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,8 @@ class ModelUnavailable(RuntimeError):
 
 
 def _package_file(distribution: str, filename: str) -> Path:
+    from importlib import metadata  # slow to import; only a build needs it
+
     try:
         dist = metadata.distribution(distribution)
     except metadata.PackageNotFoundError as exc:
@@ -159,6 +160,8 @@ def write_model_folder(target: Path) -> None:
         "cls_token": "[CLS]", "mask_token": "[MASK]",
         "model_max_length": 512,
     })
+    from importlib import metadata
+
     _write_json(target / "apibank_bench_build.json", {
         "model": MODEL_ID,
         "built_from": {
