@@ -155,19 +155,24 @@ TABLE: tuple[Setting, ...] = (
     Setting("topology", "the agent topology", default="single",
             choices="apibank_bench.agents.topologies:TOPOLOGIES"),
     Setting("team_size", "agents in a team: 2, 4, 8 or 10", int, 4),
-    Setting("rounds", "debate rounds after the first answers (decentralized)", _at_least(0), 2),
+    Setting("rounds", "debate rounds in all, the first answers included (decentralized; the reference's R)",
+            _at_least(1), 2),
+    Setting("team_protocol", "`topology`: the topology's own graph; `replicas`: the reference's team-size "
+            "runners, N independent calls with the topology's final-role prompt (seeds 0..N-1) and the team vote",
+            default="topology", choices=("topology", "replicas")),
     Setting("message_format", "what agents pass each other", default="freeform",
             choices=("freeform", "semi_structured", "structured_soft")),
     Setting("agent_kind", "what answers at each node of every topology", default="chat",
             choices="apibank_bench.agents.kinds:AGENT_KINDS"),
     Setting("vote", "how voting teams count calls: `reference` (exact arguments, as the reference harness) or "
             "`normalized` (string values trimmed)", default="reference", choices=("reference", "normalized")),
-    Setting("prompts_dir", "a folder `<topology>/<role>.txt` overriding the packaged role prompts"),
+    Setting("prompts_dir", "a folder `<topology>/<role>.txt` (or the reference's `<topology>/apibank/<role>.txt`, "
+            "e.g. a MAS-PromptBench `configs/prompts`) overriding the packaged role prompts"),
     Setting("toolsearcher_scorer", "how a ToolSearcher call is scored",
             choices="apibank_bench.scoring.toolsearcher_scorers:SCORERS",
             default_text="`keyword` for Level 1, else `official`"),
     Setting("out_dir", "where results go (emptied when the first instance of a fresh run finishes)",
-            default_text="`results/apibank/<topology>` (`<topology>_sdk` for sdk agents)"),
+            default_text="`results/apibank/<topology>` (`_sdk` added for sdk agents, `_replicas` for replicas)"),
     Setting("resume", "skip instances already finished in `results.jsonl` (errored ones run again)", parse_bool,
             False, flag=True),
     Setting("concurrency", "instances in flight at once in each process", _at_least(1),
@@ -195,7 +200,12 @@ TABLE: tuple[Setting, ...] = (
     Setting("temperature", "sampling temperature", float, 0.2, group="model"),
     Setting("top_p", "nucleus sampling", float, 0.9, group="model"),
     Setting("max_tokens", "completion token limit", _at_least(1), 1024, group="model"),
-    Setting("seed", "sampling seed (each team member samples with its own offset)", int, 0, group="model"),
+    Setting("seed", "sampling seed: each agent samples with this plus its place in the reference's numbering "
+            "(see Protocol)", int, 0, group="model"),
+    Setting("repetition_penalty", "repetition penalty, sent as `repetition_penalty` (vLLM, SGLang) or "
+            "`repeat_penalty` (llama.cpp), never to a hosted OpenAI-style API", float, 1.05, group="model"),
+    Setting("thinking", "the chat template's thinking mode (`chat_template_kwargs.enable_thinking`; vLLM, SGLang, "
+            "llama.cpp)", parse_bool, False, flag=True, group="model"),
     Setting("timeout", "seconds per HTTP request", float, 60.0, group="model"),
     Setting("max_retries", "retries of a failed request (timeouts, connection errors, 408, 429, 5xx)",
             _at_least(0), 5, group="model"),
@@ -203,8 +213,11 @@ TABLE: tuple[Setting, ...] = (
             "successes)", _at_least(1), 128, group="model"),
     Setting("extra_body", "JSON object merged into every request", parse_json_object, {}, group="model",
             default_text="-"),
-    Setting("server_kind", "how a grammar is sent to the server", default="llama.cpp",
-            choices=("llama.cpp", "vllm", "vllm-structured", "none"), group="model"),
+    Setting("server_kind", "the kind of server: which sampling fields it takes and how a grammar is sent; "
+            "`auto` reads `owned_by` of the endpoint's `/v1/models` (vllm, sglang, llamacpp; anything else is a "
+            "hosted API, sent the standard fields only)", default="auto",
+            choices=("auto", "vllm", "vllm-structured", "sglang", "llama.cpp", "openai", "none"), group="model",
+            default_text="`auto` (embedded: `llama.cpp`)"),
     Setting("constrained", "grammar-constrained decoding from the visible API schemas", parse_bool, None,
             flag=True, default_text="embedded: on, remote: off", group="model"),
     Setting("cache", "the on-disk response cache (re-runs make no repeated model calls)", parse_bool, True,
@@ -259,9 +272,11 @@ class _Base:
 
     @property
     def results_dir(self) -> str:
-        # Another agent kind gets its own folder, so a resumed run never mixes kinds.
+        # Another agent kind or team protocol gets its own folder, so a resumed run never mixes them.
         plain = self.agent_kind == "chat" or self.topology == "agents_sdk"
         name = self.topology if plain else f"{self.topology}_{self.agent_kind}"
+        if self.team_protocol != "topology":
+            name += f"_{self.team_protocol}"
         return self.out_dir or os.path.join("results", "apibank", "gold" if self.is_gold else name)
 
     @property

@@ -7,7 +7,6 @@ import hashlib
 import json
 import subprocess
 import sys
-import urllib.request
 from datetime import datetime, timezone
 from functools import cache
 from importlib import metadata
@@ -48,17 +47,6 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def endpoint_models(base_url: str | None, timeout: float = 5.0):
-    """The endpoint's answer to GET /models (which model really served the run), or why there is none."""
-    if not base_url:
-        return None
-    try:
-        with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=timeout) as response:
-            return json.loads(response.read().decode("utf-8", "replace"))
-    except (OSError, ValueError) as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"}
-
-
 def command_line(secrets: tuple[str, ...] = ()) -> str:
     from apibank_bench.core.redact import redact
 
@@ -68,11 +56,12 @@ def command_line(secrets: tuple[str, ...] = ()) -> str:
 def provenance(cfg, selected_ids: list[str] | None = None, started_at: str | None = None,
                base_url: str | None = None) -> dict:
     """`summary.json`'s record of a run. `base_url`: where the model answered (asked for /models)."""
-    from apibank_bench.agents.models import describe_model
+    from apibank_bench.agents.models import describe_model, endpoint_models
     from apibank_bench.agents.prompts import role_prompt
     from apibank_bench.agents.topologies import TOPOLOGIES, roles
 
-    record = {"model": describe_model(cfg), "git_revision": git_revision(), "packages": package_versions()}
+    models = None if cfg.is_gold else endpoint_models(base_url, cfg.api_key or "", timeout=5.0)
+    record = {"model": describe_model(cfg, models), "git_revision": git_revision(), "packages": package_versions()}
     prompts = {}
     if not cfg.is_gold:
         alias_of = TOPOLOGIES.entry(cfg.topology).extra.get("alias_of") or {}
@@ -85,6 +74,6 @@ def provenance(cfg, selected_ids: list[str] | None = None, started_at: str | Non
         "data_hash": hashlib.sha256(LOCK_FILE.read_bytes()).hexdigest(),
         "manifest_hash": sha256_text(json.dumps(selected_ids)) if selected_ids is not None else None,
         "prompt_hashes": prompts,
-        "endpoint_models": None if cfg.is_gold else endpoint_models(base_url),
+        "endpoint_models": models,
     }
     return record
