@@ -13,11 +13,14 @@ block of peers' or reports (label `role:` and a blank line between them).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import dataclass, field
 
 import pytest
 
 from apibank_bench.agents.models import model_client
+from apibank_bench.core.paths import PROJECT_ROOT
 from apibank_bench.agents.prompts import role_prompt
 from apibank_bench.agents.topologies import build_topology, roles
 from apibank_bench.core.settings import RunConfig
@@ -160,3 +163,98 @@ def test_requests_match_the_reference(vllm, task, topology, n, r, protocol):
     sent = sorted((json.dumps(body["messages"]), answer(body["seed"])) for body in bodies)
     assert sorted((json.dumps(turn["messages"]), turn["answer"]) for turn in solution.trace["agents"]) == sent
     assert all({"role", "round", "index"} <= turn.keys() for turn in solution.trace["agents"])
+
+
+# -- sampling fields in the form each server takes -------------------------------------------
+
+@pytest.mark.parametrize("owned_by,setting,fields", [
+    ("vllm", "auto", VLLM_FIELDS),
+    ("sglang", "auto", VLLM_FIELDS),
+    ("llamacpp", "auto", {"repeat_penalty": 1.05, "chat_template_kwargs": {"enable_thinking": False}}),
+    ("openai", "auto", {}),  # a hosted API rejects fields it does not know: it gets neither
+    ("system", "auto", {}),
+    (None, "auto", {}),  # no owner named: taken as a hosted API
+    ("openai", "vllm", VLLM_FIELDS),  # --server-kind wins over what the endpoint says
+    ("vllm", "openai", {}),
+])
+def test_extra_sampling_fields_follow_the_server_kind(task, owned_by, setting, fields):
+    with OpenAIStub(default=Reply("[GetToday()]"), owned_by=owned_by) as stub:
+        _, [body] = run(stub, task, topology="single", server_kind=setting)
+    standard = {"model", "messages", "temperature", "top_p", "max_tokens", "seed"}
+    assert set(body) == standard | set(fields)
+    assert {k: body[k] for k in fields} == fields and body["seed"] == 0
+
+
+def test_penalty_and_thinking_are_settings(vllm, task):
+    _, [body] = run(vllm, task, topology="single", repetition_penalty=1.2, thinking=True, seed=7)
+    assert body["repetition_penalty"] == 1.2 and body["chat_template_kwargs"] == {"enable_thinking": True}
+    assert body["seed"] == 7
+
+
+def test_summary_records_the_fields_sent(tmp_path):
+    """`apibank-bench run` against a vLLM-like and a hosted-like endpoint: summary.json says what every request carried."""
+    for owned_by, fields in (("vllm", VLLM_FIELDS), ("openai", {})):
+        with OpenAIStub(default=Reply("[GetToday()]"), owned_by=owned_by) as stub:
+            out = tmp_path / owned_by
+            done = subprocess.run([sys.executable, "-m", "apibank_bench", "run", "--out-dir", str(out), "--limit", "1",
+                                   "--base-url", stub.url, "--model", "stub-model", "--no-cache"],
+                                  cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+            assert done.returncode == 0, done.stderr[-2000:]
+            [body] = stub.chat_requests
+        model = json.loads((out / "summary.json").read_text())["config"]["model"]
+        assert model["server_kind"] == ("vllm" if fields else "openai")
+        assert repr(owned_by) in model["server_kind_from"]
+        sent = {k: v for k, v in body.items() if k not in ("model", "messages")}
+        assert {k: v for k, v in model["request_fields"].items() if k != "seed"} == {
+            k: v for k, v in sent.items() if k != "seed"}
+
+
+# -- what the prompts show -------------------------------------------------------------------
+
+REFERENCE_TOOLSEARCHER = ('{"name": "ToolSearcher", "description": "Searches for relevant tools in the API library '
+                          'based on concise keywords.", "input_parameters": {"keywords": {"type": "str", "description": '
+                          '"Concise keywords describing the user request, such as \'add schedule\'."}}, '
+                          '"output_parameters": {"best_matchs": {"type": "Union[List[dict], dict]", "description": '
+                          '"The best matching API description or descriptions."}}}')
+
+
+@pytest.mark.parametrize("task_id", [TASK, "level-3::level-3.json::0::0"])
+def test_levels_2_and_3_show_the_reference_toolsearcher_description(vllm, apibank_root, task_id):
+    _, [body] = run(vllm, get_task(task_id), topology="single")
+    user = body["messages"][1]["content"]
+    assert REFERENCE_TOOLSEARCHER in user  # the reference's own text, byte for byte, as its prompts show it
+    assert "AVAILABLE APIS:\n" + REFERENCE_TOOLSEARCHER + "\n" in user  # the only API shown
+
+
+def test_level_1_shows_upstream_descriptions(vllm, apibank_root):
+    from apibank_bench.data import specs
+
+    task = get_task("level-1::AddAgenda-AddAlarm-GetUserToken-level-2-1.jsonl::0")
+    _, [body] = run(vllm, task, topology="single")
+    for name in ("AddAgenda", "AddAlarm", "GetUserToken"):
+        assert json.dumps(specs.description_payload(specs.LEVEL12, name)) in body["messages"][1]["content"]
+    assert "ToolSearcher" not in body["messages"][1]["content"]
+
+
+def test_prompts_dir_takes_the_reference_layout(vllm, task, tmp_path):
+    (tmp_path / "centralized" / "apibank").mkdir(parents=True)
+    (tmp_path / "centralized" / "apibank" / "manager.txt").write_text("REFERENCE-STYLE MANAGER\n")
+    (tmp_path / "centralized" / "apibank" / "inspector_worker.txt").write_text("REFERENCE-STYLE INSPECTOR\n")
+    (tmp_path / "centralized" / "inspector_worker.txt").write_text("OUR-LAYOUT INSPECTOR\n")  # ours first
+    _, bodies = run(vllm, task, topology="centralized", team_size=4, prompts_dir=str(tmp_path))
+    systems = {body["seed"]: body["messages"][0]["content"] for body in bodies}
+    assert systems[3].startswith("REFERENCE-STYLE MANAGER\n\n") and systems[0].startswith("OUR-LAYOUT INSPECTOR\n\n")
+    assert systems[1] == role_prompt("centralized", "caller_worker")  # no file: the packaged prompt
+
+
+def test_the_settings_table_names_every_server_kind():
+    from apibank_bench.core.settings import BY_NAME
+    from apibank_bench.llm.config import AUTO, SERVER_KINDS
+
+    assert set(BY_NAME["server_kind"].choices) == {AUTO, *SERVER_KINDS}
+
+
+def test_team_protocol_is_a_sweep_axis():
+    from apibank_bench.runs.sweep import axes_of
+
+    assert axes_of({"team_protocol": "topology,replicas"}) == {"team_protocol": ["topology", "replicas"]}
