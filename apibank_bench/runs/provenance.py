@@ -60,6 +60,7 @@ def provenance(cfg, selected_ids: list[str] | None = None, started_at: str | Non
     from apibank_bench.agents.prompts import role_prompt
     from apibank_bench.agents.topologies import TOPOLOGIES, roles
 
+    base_url = base_url or (cfg.base_url[0] if cfg.base_url else None)
     models = None if cfg.is_gold else endpoint_models(base_url, cfg.api_key or "", timeout=5.0)
     record = {"model": describe_model(cfg, models), "git_revision": git_revision(), "packages": package_versions()}
     prompts = {}
