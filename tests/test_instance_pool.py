@@ -80,3 +80,28 @@ def test_a_stopped_pool_reports_the_instances_it_never_started(apibank_root):
     finally:
         gate.set()
         pool.close()
+
+
+def test_the_embedding_model_is_preloaded_only_when_the_selection_can_need_it(apibank_root, monkeypatch):
+    import apibank_bench.scoring as scoring
+
+    loaded = []
+
+    class Catalog:
+        def __init__(self, scorer, level):
+            self.key = (scorer, level)
+
+        def embeddings(self):
+            loaded.append(self.key)
+
+    monkeypatch.setattr(scoring, "searched_catalog", lambda scorer, level, root: Catalog(scorer, level))
+    tasks = [get_task(task_id) for task_id in manifests.manifest_ids("all")]
+    searches = [t for t in tasks if t.gold.api_name == "ToolSearcher"]
+    others = [t for t in tasks if t.gold.api_name != "ToolSearcher"]
+    assert {t.level for t in searches} == {"2", "3"}
+
+    assert scoring.Scorer().preload(others) is None  # no ToolSearcher call to score: nothing to load
+    assert scoring.Scorer(toolsearcher_scorer="keyword").preload(searches) is None  # keywords never embed
+    thread = scoring.Scorer().preload(tasks)  # official: each level's frozen catalog
+    thread.join(WAIT)
+    assert loaded == [("official", "2"), ("official", "3")]
