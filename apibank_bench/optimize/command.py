@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--validation", type=int, default=50, help="validation tasks")
     parser.add_argument("--budget", type=int, default=None, help="the method's budget (see README; default per method)")
     parser.add_argument("--team-size", type=int, default=4, help=f"team size N in {TEAM_SIZES}")
-    parser.add_argument("--rounds", type=int, default=2, help="debate rounds (decentralized)")
+    parser.add_argument("--rounds", type=int, default=2, help="debate rounds in all (decentralized)")
     parser.add_argument("--message-format", default="freeform", choices=MESSAGE_FORMATS)
     parser.add_argument("--base-url", nargs="+", default=None, help="task model endpoint(s); none = embedded")
     parser.add_argument("--optimizer-model", default=None,

@@ -14,8 +14,9 @@ def workers(cfg) -> list[str]:
     return list(WORKER_ROLES[: max(cfg.team_size - 1, 1)])
 
 
+# Roles list the manager first, the role that decides (optimizers start with it), though it speaks last.
 @TOPOLOGIES.register("centralized", "N - 1 workers report on the task; a manager decides",
-                     roles=lambda cfg: [*workers(cfg), "manager"], final_role="manager")
+                     roles=lambda cfg: ["manager", *workers(cfg)], final_role="manager")
 def centralized(agents, cfg):
     team = workers(cfg)
 
