@@ -7,6 +7,7 @@ import pytest
 
 from apibank_bench.agents import build_solver
 from apibank_bench.agents.models import EndpointUnreachable, model_client
+from apibank_bench.runs.epochs import split_case
 from apibank_bench.runs.instances import InstancePool, RunStopped
 from apibank_bench.core.paths import DataMissing, require_root
 from apibank_bench.plugin import my_instances, record, run_config
@@ -34,7 +35,8 @@ def apibank_scorer(request, apibank_config, apibank_root):
     that scoring this process's ToolSearcher instances may need (gold answers never need it)."""
     scorer = Scorer(apibank_root, apibank_config.toolsearcher_scorer)
     if not apibank_config.is_gold:
-        scorer.preload(get_task(task_id, root=apibank_root) for task_id in my_instances(request.session))
+        task_ids = dict.fromkeys(split_case(case)[0] for case in my_instances(request.session))
+        scorer.preload(get_task(task_id, root=apibank_root) for task_id in task_ids)
     return scorer
 
 
