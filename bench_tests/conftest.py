@@ -7,6 +7,7 @@ import pytest
 
 from apibank_bench.agents import build_solver
 from apibank_bench.agents.models import EndpointUnreachable, model_client
+from apibank_bench.runs.epochs import split_case
 from apibank_bench.runs.instances import InstancePool, RunStopped
 from apibank_bench.core.paths import DataMissing, require_root
 from apibank_bench.plugin import my_instances, record, run_config
@@ -29,8 +30,14 @@ def apibank_root(apibank_config):
 
 
 @pytest.fixture(scope="session")
-def apibank_scorer(apibank_config, apibank_root):
-    return Scorer(apibank_root, apibank_config.toolsearcher_scorer)
+def apibank_scorer(request, apibank_config, apibank_root):
+    """The scorer; for a model's answers it starts loading, in the background, the embedding model
+    that scoring this process's ToolSearcher instances may need (gold answers never need it)."""
+    scorer = Scorer(apibank_root, apibank_config.toolsearcher_scorer)
+    if not apibank_config.is_gold:
+        task_ids = dict.fromkeys(split_case(case)[0] for case in my_instances(request.session))
+        scorer.preload(get_task(task_id, root=apibank_root) for task_id in task_ids)
+    return scorer
 
 
 @pytest.fixture(scope="session")
@@ -54,8 +61,9 @@ def apibank_solver(apibank_config, apibank_model):
 
 
 @pytest.fixture(scope="session")
-def apibank_pool(request, apibank_config, apibank_root, apibank_solver, apibank_scorer):
-    """Solves this process's instances, `concurrency` at a time, starting with the first tests'."""
+def apibank_pool(request, apibank_config, apibank_root, apibank_scorer, apibank_solver):
+    """Solves this process's instances, `concurrency` at a time, starting with the first tests'.
+    (The scorer is set up first, so its preload overlaps the model client's start.)"""
     cfg = apibank_config
     pool = InstancePool(lambda task_id: get_task(task_id, root=apibank_root), apibank_solver, apibank_scorer,
                         concurrency=cfg.instances_in_flight, time_limit=cfg.instance_timeout or None,

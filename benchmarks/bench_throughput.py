@@ -1,12 +1,15 @@
 """Throughput of a benchmark run against an endpoint with a fixed latency.
 
 Starts a local OpenAI-compatible server that answers every completion after
-`--latency` seconds (the scripted server of the test suite, on 127.0.0.1), then
-times `apibank-bench run` on the eval instances for: the gold self-check (no
-model: the harness's own cost), a single agent, and a decentralized debate (N=4,
-R=2: three rounds of four parallel requests). For each it reports the wall time,
-the time above the gold self-check, the ideal (latency x sequential model steps x
-ceil(instances / instances in flight)), and the run's peak memory.
+`--latency` seconds (the scripted server of the test suite, on 127.0.0.1) with a
+mix of calls, a third of them ToolSearcher calls with keywords never recorded (so
+scoring them with the default scorers searches by embedding and loads the
+embedding model), then times `apibank-bench run` on the eval instances for: the
+gold self-check (no model: the harness's own cost), a single agent, and a
+decentralized debate (N=4, R=2: two rounds in all, of four parallel requests). For
+each it reports the wall time, the time above the gold self-check, the ideal
+(latency x sequential model steps x ceil(instances / instances in flight)), and the
+run's peak memory.
 
     python benchmarks/bench_throughput.py [--latency 0.5] [--limit 0] [--concurrency K] [-n N]
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import zlib
 import os
 import subprocess
 import sys
@@ -32,8 +36,16 @@ SHAPES = [
     ("gold self-check", ["--model", "gold"], 0),
     ("single", ["--model", "stub", "--topology", "single"], 1),
     ("decentralized N=4 R=2", ["--model", "stub", "--topology", "decentralized", "--team-size", "4",
-                               "--rounds", "2"], 3),
+                               "--rounds", "2"], 2),
 ]
+
+#: What the endpoint answers, picked by the request's text (so a rerun answers alike, whatever the order).
+MIX = ("[ToolSearcher(keywords='a benchmark search never recorded')]", "[GetToday()]",
+       "[AddAlarm(token='t', time='2023-03-25 08:30:00')]")
+
+
+def mixed(body: dict) -> Reply:
+    return Reply(text=MIX[zlib.crc32(body["messages"][-1]["content"].encode()) % len(MIX)])
 
 
 def timed_run(argv: list[str]) -> tuple[float, float, int]:
@@ -58,7 +70,7 @@ def main() -> int:
     in_flight = args.concurrency or resolve(lambda s: {"base_url": "http://x/v1"}.get(s.name)).instances_in_flight
     instances = args.limit or 100
     rows = []
-    with OpenAIStub(default=Reply(text="[GetToday()]"), hold=args.latency) as stub, \
+    with OpenAIStub(default=mixed, hold=args.latency, owned_by="vllm") as stub, \
             tempfile.TemporaryDirectory() as tmp:
         stub._server.request_queue_size = 256
         gold_wall = None

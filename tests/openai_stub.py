@@ -113,11 +113,12 @@ def completion_body(text: str, model: str = "stub-model", prompt_tokens: int = 1
 
 class OpenAIStub:
     def __init__(self, *replies: Reply, default: Reply | Callable[[dict], Reply] = Reply(), hold: float = 0.0,
-                 dead_after: int | None = None):
+                 dead_after: int | None = None, owned_by: str | None = None):
         self.script: deque[Reply] = deque(replies)
         self.default = default
         self.hold = hold  # extra seconds every request takes (for concurrency tests)
         self.dead_after = dead_after  # chat requests answered before the server dies
+        self.owned_by = owned_by  # what /models says owns the model ("vllm", "openai"...; None: no such field)
         self.requests: list[dict[str, Any]] = []
         self.active = 0
         self.max_concurrent = 0
@@ -184,7 +185,10 @@ class OpenAIStub:
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
-                    body = {"object": "list", "data": [{"id": "stub-model", "object": "model"}]}
+                    model = {"id": "stub-model", "object": "model"}
+                    if stub.owned_by is not None:
+                        model["owned_by"] = stub.owned_by
+                    body = {"object": "list", "data": [model]}
                     self._send(200, json.dumps(body).encode(), {})
                 else:
                     self._send(404, b'{"error": {"message": "not found"}}', {})

@@ -207,7 +207,7 @@ def test_run_with_the_optimized_prompts_reproduces_final_optimized(run, stub, tm
 
 
 def test_a_team_with_a_separate_optimizer_endpoint(stub, scripted, tmp_path, monkeypatch):
-    """Centralized, team of 2 (manager + caller_worker); reflections go to the optimizer endpoint only."""
+    """Centralized, team of 2 (manager + inspector_worker); reflections go to the optimizer endpoint only."""
     monkeypatch.setenv("APIBANK_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "team"
     with OpenAIStub(default=Reply(f"```\nPredict the next API call. {MARKER}\n```")) as reflector:
@@ -220,13 +220,13 @@ def test_a_team_with_a_separate_optimizer_endpoint(stub, scripted, tmp_path, mon
     task_side = stub.chat_requests[before:]
     assert reflections and all(body["model"] == "reflector-model" for body in reflections)
     assert all(body["messages"][0]["role"] == "system" for body in task_side)  # no reflection reached it
-    assert sorted(p.name for p in (out / "prompts" / "centralized").iterdir()) == ["caller_worker.txt",
+    assert sorted(p.name for p in (out / "prompts" / "centralized").iterdir()) == ["inspector_worker.txt",
                                                                                   "manager.txt"]
     assert MARKER in (out / "prompts" / "centralized" / "manager.txt").read_text()  # round robin starts there
     final = json.loads((out / "final.json").read_text())
     assert final["optimized"]["accuracy"] > final["seed"]["accuracy"]
     config = json.loads((out / "config.json").read_text())
-    assert config["roles"] == ["manager", "caller_worker"]
+    assert config["roles"] == ["manager", "inspector_worker"]
     assert config["optimizer_model"]["model"] == "reflector-model"
 
 
@@ -316,7 +316,7 @@ def test_evaluate_refuses_eval_instances_before_any_request(stub, apibank_root, 
 
 @pytest.mark.parametrize("topology,size,expected", [
     ("single", 4, ["solver"]), ("independent", 8, ["solver"]), ("decentralized", 2, ["debater"]),
-    ("centralized", 4, ["manager", "caller_worker", "inspector_worker", "validator_worker"]),
+    ("centralized", 4, ["manager", "inspector_worker", "caller_worker", "validator_worker"]),
     ("sequential", 2, ["argument_planner", "verifier"]),
     ("sequential", 4, ["dialogue_reader", "schema_mapper", "argument_planner", "verifier"]),
 ])

@@ -9,9 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from apibank_bench.agents.models import EndpointUnreachable, reachable
+from apibank_bench.agents.models import EndpointUnreachable
 from apibank_bench.llm.probe import forget_probes, probe_models
-from apibank_bench.runs.provenance import endpoint_models
+from apibank_bench.agents.models import endpoint_models
 
 
 class Models(BaseHTTPRequestHandler):
@@ -43,7 +43,7 @@ def server():
 
 def test_the_reachability_check_and_the_summary_share_one_request(server):
     handler, url = server
-    reachable(url)
+    endpoint_models(url, require=True)
     assert endpoint_models(url + "/") == {"object": "list", "data": [{"id": "m"}]}
     assert probe_models(url).status == 200
     assert handler.asked == ["/v1/models"]
@@ -56,11 +56,11 @@ def test_any_http_answer_is_an_endpoint_and_nothing_listening_is_not(server):
     handler, url = server
     handler.status = 401
     assert probe_models(url).reachable and probe_models(url).status == 401
-    reachable(url)  # no exception: something answers
+    endpoint_models(url, require=True)  # no exception: something answers
     assert "401" in endpoint_models(url)["error"]
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{unused.getsockname()[1]}/v1"
     with pytest.raises(EndpointUnreachable, match="cannot reach the model endpoint"):
-        reachable(dead)
+        endpoint_models(dead, require=True)
     assert not probe_models(dead).reachable and "refused" in endpoint_models(dead)["error"]

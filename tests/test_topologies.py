@@ -1,7 +1,7 @@
 """The topologies and the Agents SDK runner against the scripted OpenAI stub (real HTTP on 127.0.0.1).
 
 Agents are told apart by what the stub receives: the system prompt (the role) and
-the seed (seed + index + 100 * round, see Agents.ask).
+the seed (the reference's numbering, agents/seeds.py; tests/test_protocol.py checks it request by request).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from apibank_bench.agents.chat_agent import AgentTurn, report
 from apibank_bench.agents.prompts import role_prompt
 from apibank_bench.agents.sdk_agent import parameters_schema
 from apibank_bench.agents.topologies import build_topology
-from apibank_bench.agents.topologies.centralized import WORKER_ROLES
+from apibank_bench.agents.topologies.centralized import BRIEF, WORKER_ROLES
 from apibank_bench.agents.topologies.sequential import PIPELINE
 from apibank_bench.core.settings import TEAM_SIZES, RunConfig
 from apibank_bench.llm import ChatClient, ModelConfig
@@ -84,8 +84,8 @@ def stages(n: int) -> int:
 
 SHAPES = [("single", 1, 1, 1)]
 SHAPES += [("independent", n, 1, n) for n in TEAM_SIZES]
-SHAPES += [("decentralized", n, r, n * (r + 1)) for n in TEAM_SIZES for r in (1, 2)]
-SHAPES += [("centralized", n, 1, 1 + (n - 1) + 1) for n in TEAM_SIZES]
+SHAPES += [("decentralized", n, r, n * r) for n in TEAM_SIZES for r in (1, 2)]  # R rounds in all
+SHAPES += [("centralized", n, 1, (n - 1) + 1) for n in TEAM_SIZES]  # N - 1 workers, then the manager
 SHAPES += [("sequential", n, 1, n) for n in TEAM_SIZES]  # a team of N is N pipeline stages
 
 
@@ -99,7 +99,7 @@ def test_model_calls_per_instance(stub, task, topology, n, r, calls):
 
 
 def test_the_shapes_named_in_the_brief():
-    assert dict((t, c) for t, n, r, c in SHAPES if (n, r) == (4, 2)) == {"decentralized": 12}
+    assert dict((t, c) for t, n, r, c in SHAPES if (n, r) == (4, 2)) == {"decentralized": 8}
     assert [stages(n) for n in TEAM_SIZES] == list(TEAM_SIZES)
     assert len(WORKER_ROLES) >= max(TEAM_SIZES) - 1
 
@@ -107,45 +107,40 @@ def test_the_shapes_named_in_the_brief():
 # -- who sees what ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("n", [2, 4])
-def test_centralized_workers_see_only_the_delegation(stub, task, n):
+def test_centralized_workers_see_the_task_and_the_manager_hears_them(stub, task, n):
     manager = role_prompt("centralized", "manager")
-
-    def script(body):
-        if system(body) == manager and "Write the assignment" in user(body):
-            return "DELEGATION: look up the user's token"
-        return noted(body)
-
-    solution = solve(stub, task, "centralized", n, script=script)
-    bodies = stub.chat_requests
-    workers = [b for b in bodies if system(b) != manager]
-    assert len(workers) == n - 1
-    assert sorted(system(b) for b in workers) == sorted(role_prompt("centralized", r) for r in WORKER_ROLES[: n - 1])
-    for body in workers:
-        assert user(body) == "YOUR ASSIGNMENT:\nDELEGATION: look up the user's token"
-        assert DIALOGUE not in json.dumps(body["messages"]) and "JaneSmith" not in json.dumps(body["messages"])
-    [decide] = [b for b in bodies if system(b) == manager and "Now give the final call" in user(b)]
-    assert DIALOGUE in user(decide)
-    assert all(f"<note-{b['seed']}>" in team_section(decide) for b in workers)
+    solution = solve(stub, task, "centralized", n, script=noted)
+    seen = by_seed(stub)
+    assert sorted(seen) == list(range(n))  # workers 0..N-2, the manager N-1
+    for i, role in enumerate(WORKER_ROLES[: n - 1]):
+        assert system(seen[i]) == role_prompt("centralized", role)
+        assert DIALOGUE in user(seen[i]) and "JaneSmith" in user(seen[i])  # the whole task
+        assert team_section(seen[i]) == BRIEF
+    decide = seen[n - 1]
+    assert system(decide) == manager and DIALOGUE in user(decide)
+    assert all(f"<note-{i}>" in team_section(decide) for i in range(n - 1))
+    assert [agent["role"] for agent in solution.trace["agents"]] == [*WORKER_ROLES[: n - 1], "manager"]
     assert solution.trace["agents"][-1]["messages"][1]["content"] == user(decide)
     assert solution.answer == GOLD
 
 
-def test_decentralized_later_rounds_see_peers_previous_answers_not_their_own(stub, task):
-    n, rounds = 4, 2
+def test_decentralized_later_rounds_see_their_own_and_their_peers_previous_answers(stub, task):
+    n, rounds = 4, 3
     solve(stub, task, "decentralized", n, rounds, script=noted)
     seen = by_seed(stub)
-    assert sorted(seen) == sorted(i + 100 * r for i in range(n) for r in range(rounds + 1))
+    assert sorted(seen) == list(range(n * rounds))  # round x N + peer
     for seed, body in seen.items():
-        index, round = seed % 100, seed // 100
+        round, index = divmod(seed, n)
         team = team_section(body)
         if round == 0:
             assert team == ""
             continue
+        own, peers = team.split("Your peers' previous answers:\n")
         for peer in range(n):
-            previous = f"<note-{peer + 100 * (round - 1)}>"
-            assert (previous in team) == (peer != index), (seed, peer)
-            assert f"<note-{peer + 100 * round}>" not in team  # nobody sees the current round
-            assert f"<note-{peer + 100 * (round - 2)}>" not in team  # only the previous round
+            previous = f"<note-{(round - 1) * n + peer}>"
+            assert (previous in peers) == (peer != index) and (previous in own) == (peer == index), (seed, peer)
+            assert f"<note-{round * n + peer}>" not in team  # nobody sees the current round
+            assert f"<note-{(round - 2) * n + peer}>" not in team  # only the previous round
 
 
 def test_sequential_stage_k_sees_the_stages_before_it(stub, task):
@@ -153,15 +148,15 @@ def test_sequential_stage_k_sees_the_stages_before_it(stub, task):
     roles = [role for role, joins_at in PIPELINE if joins_at <= n]
     solution = solve(stub, task, "sequential", n, script=noted)
     seen = by_seed(stub)
-    assert sorted(seen) == [101 * k for k in range(n)]  # stage k is index k, round k
+    assert sorted(seen) == list(range(n))  # stage k has seed k
     for k, role in enumerate(roles):
-        body = seen[101 * k]
+        body = seen[k]
         assert system(body) == role_prompt("sequential", role)
         assert DIALOGUE in user(body)
         for j in range(n):
-            assert (f"<note-{101 * j}>" in team_section(body)) == (j < k), (k, j)
+            assert (f"<note-{j}>" in team_section(body)) == (j < k), (k, j)
     assert [agent["role"] for agent in solution.trace["agents"]] == roles
-    assert solution.answer == GOLD and f"<note-{101 * (n - 1)}>" in solution.trace["agents"][-1]["answer"]
+    assert solution.answer == GOLD and f"<note-{n - 1}>" in solution.trace["agents"][-1]["answer"]
 
 
 # -- voting -----------------------------------------------------------------------------
@@ -197,13 +192,18 @@ def test_a_model_error_costs_one_agent_not_the_instance(stub, task):
 
 # -- message formats --------------------------------------------------------------------
 
-FORMAT_CASES = [("sequential", 2, 1), ("decentralized", 2, 1), ("centralized", 2, 1)]
+FORMAT_CASES = [("sequential", 2, 2), ("decentralized", 2, 2), ("centralized", 2, 2)]
 
 
 def consumer(stub, topology):
-    """The request that received a teammate's report, and the seed of that teammate."""
-    reader, author = {"sequential": (101, 0), "decentralized": (100, 1), "centralized": (200, 101)}[topology]
+    """The request that received a teammate's report, and the seed of that teammate (N = 2, R = 2)."""
+    reader, author = {"sequential": (1, 0), "decentralized": (2, 1), "centralized": (1, 0)}[topology]
     return by_seed(stub)[reader], author
+
+
+def reported(body) -> str:
+    """The teammates' reports a request shows (a debater's own previous answer is quoted apart, as written)."""
+    return team_section(body).split("Your peers' previous answers:\n")[-1]
 
 
 @pytest.mark.parametrize("topology,n,r", FORMAT_CASES)
@@ -214,7 +214,7 @@ def test_message_formats_change_what_is_passed_not_the_answer(stub, task, topolo
         solution = solve(stub, task, topology, n, r, fmt, script=noted)
         answers.add(solution.answer)
         body, author = consumer(stub, topology)
-        team = team_section(body)
+        team = reported(body)
         sections[fmt] = team
         note = f"<note-{author}>"
         if fmt == "freeform":

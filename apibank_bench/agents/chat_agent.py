@@ -12,6 +12,7 @@ from apibank_bench.llm import ChatClient, Completion, ModelError, call_extra_bod
 from apibank_bench.scoring.parsing import candidates, select_call
 from apibank_bench.data.tasks import Task
 from apibank_bench.agents.prompts import role_prompt, task_prompt, visible_schemas
+from apibank_bench.agents.seeds import agent_seed
 from apibank_bench.agents.solution import Solution
 from apibank_bench.agents.vote import canonical_call
 
@@ -39,7 +40,7 @@ class AgentTurn:
 
     role: str
     messages: list[dict[str, str]]
-    round: int = 0  #: debate round (0 elsewhere)
+    round: int = 0  #: the step it spoke in: debate round, pipeline stage, 1 for a manager (0 elsewhere)
     index: int = 0  #: the agent's place in its team; orders turns and breaks ties
     answer: str = ""
     call: str | None = None  #: the parsed call in canonical text form (vote.canonical_call), None if it did not parse
@@ -63,26 +64,23 @@ class Agents:
     """
 
     def __init__(self, model: ChatClient, topology: str, prompts_dir: str | None = None,
-                 message_format: str = "freeform") -> None:
+                 message_format: str = "freeform", team_size: int = 1) -> None:
         self.model = model
         self.topology = topology
         self.prompts_dir = prompts_dir
         self.message_format = message_format
+        self.team_size = team_size
 
-    def ask(self, task: Task, role: str, context: str = "", *, index: int = 0, round: int = 0,
-            show_task: bool = True, emits_call: bool = True) -> AgentTurn:
-        """One agent's answer; a model error is recorded on the turn, never raised.
+    def ask(self, task: Task, role: str, context: str = "", *, index: int = 0, round: int = 0) -> AgentTurn:
+        """One agent's answer on the whole task (plus `context` from its team); a model error is
+        recorded on the turn, never raised.
 
-        `show_task=False` shows only `context` (a manager's delegation).
-        `emits_call=False` marks a free-text turn (a delegation), never grammar-constrained.
-        Each agent samples with its own seed (`seed`), so a team is not N copies of one
-        cached answer.
+        Each agent samples with its own seed, the reference's (`seeds.agent_seed`), so a
+        team is not N copies of one cached answer.
         """
         config = self.model.config
-        constrain = emits_call and config.use_grammar
-        extra = call_extra_body(visible_schemas(task), config.server_kind) if constrain else None
-        turn = AgentTurn(role=role, messages=self.messages(task, role, context, show_task), round=round, index=index,
-                         emits_call=emits_call)
+        extra = call_extra_body(visible_schemas(task), config.server_kind) if config.use_grammar else None
+        turn = AgentTurn(role=role, messages=self.messages(task, role, context), round=round, index=index)
         try:
             completion = self.model.complete(turn.messages, extra_body=extra, seed=self.seed(index, round))
         except ModelError as exc:
@@ -90,14 +88,15 @@ class Agents:
             turn.error = str(exc)
         return self.answered(turn, completion, completion.text or "")
 
-    def messages(self, task: Task, role: str, context: str, show_task: bool) -> list[dict[str, str]]:
-        user = task_prompt(task, context) if show_task else f"YOUR ASSIGNMENT:\n{context.strip()}"
+    def messages(self, task: Task, role: str, context: str) -> list[dict[str, str]]:
         return [{"role": "system", "content": role_prompt(self.topology, role, self.prompts_dir)},
-                {"role": "user", "content": user}]
+                {"role": "user", "content": task_prompt(task, context)}]
 
     def seed(self, index: int, round: int) -> int:
-        """The agent's sampling seed: the run's seed + index + 100 * round, moved by the epoch's offset."""
-        return self.model.config.seed + EPOCH_SEED_STRIDE * _EPOCH.get() + index + 100 * round
+        """The agent's sampling seed: the reference's numbering (`seeds.agent_seed`) from the run's seed,
+        moved by the epoch's offset."""
+        base = self.model.config.seed + EPOCH_SEED_STRIDE * _EPOCH.get()
+        return agent_seed(base, self.topology, round, index, self.team_size)
 
     @staticmethod
     def answered(turn: AgentTurn, completion: Completion, answer: str) -> AgentTurn:
@@ -117,16 +116,25 @@ def final_answer(turn: AgentTurn | None) -> str | None:
 
 # -- inter-agent messages --------------------------------------------------------------
 
-def report(turn: AgentTurn, message_format: str, limit: int = 1200) -> str:
+#: The reference's cuts, both keeping the last characters: each quoted answer, and a block of them.
+QUOTE_CHARS, BLOCK_CHARS = 1200, 5000
+
+
+def quote(answer: str) -> str:
+    """An answer as another agent is shown it: its last 1,200 characters, as written."""
+    return answer[-QUOTE_CHARS:]
+
+
+def report(turn: AgentTurn, message_format: str) -> str:
     """What one agent passes to another, in the run's message format.
 
     `freeform`: the answer as written; `semi_structured`: labelled sections;
     `structured_soft`: a JSON-like report with a free-text field. The format
     changes only what agents tell each other, never the final output contract.
     """
-    text = turn.answer.strip()[-limit:]
+    text = quote(turn.answer)
     if message_format == "freeform":
-        return f"{turn.role}: {text}"
+        return f"{turn.role}: {text}"  # as long as the reference's "role:\n" label, so its cut falls alike
     proposed = turn.call or "none (no parseable call)"
     reasoning = text
     for call in candidates(text):  # cut exactly the call spans, keeping any prose between two calls
@@ -139,7 +147,9 @@ def report(turn: AgentTurn, message_format: str, limit: int = 1200) -> str:
 
 
 def reports(turns: list[AgentTurn], message_format: str) -> str:
-    return "\n\n".join(report(turn, message_format) for turn in turns)
+    """The block of `turns`' reports: empty answers left out (as the reference does), a blank line
+    between reports, cut to its last 5,000 characters (at N = 8 about four debaters' answers survive)."""
+    return "\n\n".join(report(turn, message_format) for turn in turns if turn.answer)[-BLOCK_CHARS:]
 
 
 def solution_from(turns: list[AgentTurn], chosen: AgentTurn | None, trace: dict[str, Any]) -> Solution:

@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import warnings
-from typing import Callable
+from typing import Any, Callable
 
 from apibank_bench.llm import ChatClient, ModelConfig
-from apibank_bench.llm.probe import probe_models
+from apibank_bench.llm.config import server_kind_of
 from apibank_bench.llm.local_server import LOCAL_MODEL  # the embedded default: Gemma 3 270M (a smoke model)
+from apibank_bench.llm.probe import probe_models
 from apibank_bench.core.redact import redact
 from apibank_bench.core.settings import RunConfig
-
 
 def needs_local_server(cfg: RunConfig) -> bool:
     return not cfg.is_gold and not cfg.base_url
 
 
-def model_config(cfg: RunConfig, local_url: str | None = None) -> ModelConfig:
+def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = None) -> ModelConfig:
     """The model layer's settings for a run.
 
     Grammar-constrained decoding defaults on for the embedded model and off for
-    remote endpoints (a hosted API may reject the extra field).
+    remote endpoints (a hosted API may reject the extra field). `models` is the
+    endpoint's `/v1/models` answer, which tells its server kind under `--server-kind auto`.
     """
     local = local_url is not None
     model = cfg.model or (LOCAL_MODEL if local else None)
@@ -33,26 +34,36 @@ def model_config(cfg: RunConfig, local_url: str | None = None) -> ModelConfig:
         max_retries=cfg.max_retries, max_in_flight=cfg.max_in_flight,
         cache_dir=cfg.cache_root / "responses" if cfg.cache else None,
         constrained=local if cfg.constrained is None else cfg.constrained,
-        server_kind=cfg.server_kind, routing=cfg.routing,
+        server_kind=server_kind(cfg, models, local)[0], routing=cfg.routing,
+        repetition_penalty=cfg.repetition_penalty, thinking=cfg.thinking,
         # llama.cpp's gemma chat format drops system messages: fold them into the user turn.
         fold_system=local,
     )
 
 
-def model_client(cfg: RunConfig, local_url: Callable[[], str]) -> ChatClient | None:
+def server_kind(cfg: RunConfig, models: Any, local: bool = False) -> tuple[str, str]:
+    """The run's server kind and how it was decided (the embedded model is llama-cpp-python's server)."""
+    if local and cfg.server_kind == "auto":
+        return "llama.cpp", "the embedded llama-cpp-python server"
+    return server_kind_of(cfg.server_kind, models)
+
+
+def model_client(cfg: RunConfig, local_url: Callable[[], str] | None) -> ChatClient | None:
     """The run's shared client, None for the gold self-check; starts the embedded model if needed."""
     if cfg.is_gold:
         return None
-    config = model_config(cfg, local_url() if needs_local_server(cfg) else None)
-    dead = []
-    for url in config.base_urls:
+    local = local_url() if needs_local_server(cfg) else None
+    answers, dead = {}, []
+    for url in [local] if local else cfg.base_url:
         try:
-            reachable(url)
+            answers[url] = endpoint_models(url, require=True)
         except EndpointUnreachable as exc:
             dead.append((url, exc))
-    if len(dead) == len(config.base_urls):
+    if not answers:
         raise dead[0][1]
-    client = ChatClient(config)
+    # Several endpoints must all take a field for it to be sent: one kind for all, else the standard fields.
+    kinds = {server_kind(cfg, answer, local is not None)[0] for answer in answers.values()}
+    client = ChatClient(model_config(cfg, local, next(iter(answers.values())) if len(kinds) == 1 else None))
     for url, exc in dead:  # one of several replicas is down: the run goes on with the others
         warnings.warn(f"{exc}; it is left out of rotation and tried again later", RuntimeWarning, stacklevel=2)
         client.router.eject(url)
@@ -63,27 +74,39 @@ class EndpointUnreachable(RuntimeError):
     """No server answers at a configured base URL (a run would only collect connection errors)."""
 
 
-def reachable(base_url: str) -> None:
-    """Fail fast, once per run, when nothing listens at `base_url` (any HTTP answer will do)."""
+def endpoint_models(base_url: str | None, require: bool = False) -> Any:
+    """The endpoint's answer to GET /models (which model serves, and which server: `owned_by`): the run's
+    one probe (`llm.probe`). An HTTP error or an answer that is not JSON gives `{"error": ...}` (the
+    endpoint is there); with `require`, nothing listening raises EndpointUnreachable (a run would only
+    collect connection errors), else it is an error answer too."""
+    if not base_url:
+        return None
     probe = probe_models(base_url)
-    if not probe.reachable:
-        reason = probe.error.split(": ", 1)[-1]
-        raise EndpointUnreachable(f"cannot reach the model endpoint {redact(base_url)}: {redact(reason)}")
+    if not probe.reachable and require:
+        reason = redact(probe.error.split(": ", 1)[-1])
+        raise EndpointUnreachable(f"cannot reach the model endpoint {redact(base_url)}: {reason}")
+    return probe.body if probe.body is not None else {"error": redact(probe.error)}
 
 
-def describe_model(cfg: RunConfig) -> dict:
-    """The model part of a run's summary (no API key)."""
+def describe_model(cfg: RunConfig, models: Any = None) -> dict:
+    """The model part of a run's summary (no API key): among it the server kind and exactly the
+    sampling fields every request carried. `models`: the endpoint's `/v1/models` answer."""
     if cfg.is_gold:
         return {"model": "gold", "note": "harness self-check: the gold call is replayed, no model runs"}
+    local = needs_local_server(cfg)
     try:
-        model = model_config(cfg, "embedded" if needs_local_server(cfg) else None)
+        model = model_config(cfg, "embedded" if local else None, models)
     except ValueError as exc:
         return {"error": str(exc)}
+    kind, decided_by = server_kind(cfg, models, local)
     return {
         "model": model.model,
-        "base_urls": (["embedded llama.cpp server"] if needs_local_server(cfg)
+        "base_urls": (["embedded llama.cpp server"] if local
                       else [redact(url) for url in model.base_urls]),  # no user:password@ in summary.json
         "temperature": model.temperature, "top_p": model.top_p, "max_tokens": model.max_tokens,
         "seed": model.seed, "constrained": model.constrained, "cache": model.cache_dir is not None,
         "extra_body": model.extra_body,
+        "server_kind": kind, "server_kind_from": decided_by,
+        "request_fields": {"temperature": model.temperature, "top_p": model.top_p, "max_tokens": model.max_tokens,
+                           "seed": "per agent (see Protocol)", **model.sampling(), **model.extra_body},
     }

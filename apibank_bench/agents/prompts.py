@@ -28,12 +28,16 @@ def _packaged(relative: str) -> str:
 
 
 def role_text(topology: str, role: str, prompts_dir: str | None = None) -> str:
-    """A role's own text (what an optimizer rewrites): the override file if there is one, else the packaged one."""
-    relative = f"{topology}/{role}.txt"
-    override = Path(prompts_dir) / relative if prompts_dir else None
-    if override is not None and override.is_file():
-        return override.read_text(encoding="utf-8").strip()
-    return _packaged(relative)
+    """A role's own text (what an optimizer rewrites): the override file if there is one, else the packaged one.
+
+    An override folder is laid out as ours (`<topology>/<role>.txt`) or as the reference's
+    (`<topology>/apibank/<role>.txt`, a MAS-PromptBench checkout's `configs/prompts`).
+    """
+    for relative in (f"{topology}/{role}.txt", f"{topology}/apibank/{role}.txt"):
+        override = Path(prompts_dir) / relative if prompts_dir else None
+        if override is not None and override.is_file():
+            return override.read_text(encoding="utf-8").strip()
+    return _packaged(f"{topology}/{role}.txt")
 
 
 def role_prompt(topology: str, role: str, prompts_dir: str | None = None) -> str:
@@ -48,9 +52,26 @@ def visible_api_names(task: Task) -> list[str]:
     return ["ToolSearcher"]
 
 
+@cache
+def _shown() -> dict[str, Any]:
+    return json.loads(resources.files("apibank_bench").joinpath("data/shown_descriptions.json").read_text("utf-8"))
+
+
+def shown_payload(task: Task, name: str) -> dict[str, Any]:
+    """An API's description as the reference's prompts show it: upstream's class attributes
+    (ToolManager.get_api_description), except where the reference shows its own text
+    (ToolSearcher on Levels 2 and 3, `data/shown_descriptions.json`)."""
+    shown = _shown()
+    if task.level in shown["levels"]:
+        for payload in shown["descriptions"]:
+            if payload["name"] == name:
+                return payload
+    return specs.description_payload(specs.api_set_for_level(task.level), name)
+
+
 def api_description(task: Task, name: str) -> str:
-    """An API's description in upstream's JSON form (ToolManager.get_api_description)."""
-    return json.dumps(specs.description_payload(specs.api_set_for_level(task.level), name))
+    """An API's description in the JSON form the prompt shows."""
+    return json.dumps(shown_payload(task, name))
 
 
 def _without_search_text(output: Any) -> Any:
@@ -107,7 +128,8 @@ def task_prompt(task: Task, context: str = "") -> str:
 def visible_schemas(task: Task) -> list[dict[str, Any]]:
     """The schemas an answer may use: the shown APIs plus every API a ToolSearcher result revealed."""
     api_set = specs.api_set_for_level(task.level)
-    found: dict[str, dict[str, Any]] = {name: specs.spec(api_set, name) for name in visible_api_names(task)}
+    found: dict[str, dict[str, Any]] = {name: {**specs.spec(api_set, name), **shown_payload(task, name)}
+                                        for name in visible_api_names(task)}
     for row in task.history:
         if row["role"] == "API" and row.get("api_name") == "ToolSearcher":
             output = (row.get("result") or {}).get("output")

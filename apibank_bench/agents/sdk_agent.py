@@ -4,8 +4,7 @@ The agent's first tool call is its answer, rendered as the bracketed call, and t
 run stops there (`stop_on_first_tool`, one model request). An agent that answers
 in text instead, or whose first tool call's arguments are not a JSON object, is
 read like a chat agent's answer (its last bracketed call counts). A call to a tool
-the agent was not given is still its answer (a wrong one, not an error). A
-free-text turn (a manager's delegation) runs with no tools.
+the agent was not given is still its answer (a wrong one, not an error).
 
 The SDK's chat-completions model gets `ClientBridge` as its OpenAI client: the SDK
 builds the request (messages, tools) and reads the response, while the request
@@ -107,19 +106,17 @@ def function_tool(schema: dict[str, Any]):
 class SdkAgents(Agents):
     """Agents of kind `sdk`: the same `ask` as chat agents, answered by an Agents SDK run."""
 
-    def ask(self, task: Task, role: str, context: str = "", *, index: int = 0, round: int = 0,
-            show_task: bool = True, emits_call: bool = True) -> AgentTurn:
+    def ask(self, task: Task, role: str, context: str = "", *, index: int = 0, round: int = 0) -> AgentTurn:
         from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
         from agents import RunConfig as SdkRunConfig
 
         set_tracing_disabled(True)
-        messages = self.messages(task, role, context, show_task)
-        if emits_call:
-            messages[0]["content"] += "\n" + TOOL_NOTE
-        turn = AgentTurn(role=role, messages=messages, round=round, index=index, emits_call=emits_call)
+        messages = self.messages(task, role, context)
+        messages[0]["content"] += "\n" + TOOL_NOTE
+        turn = AgentTurn(role=role, messages=messages, round=round, index=index)
         bridge = ClientBridge(self.model, self.seed(index, round))
         agent = Agent(name=role, instructions=messages[0]["content"],
-                      tools=[function_tool(schema) for schema in visible_schemas(task)] if emits_call else [],
+                      tools=[function_tool(schema) for schema in visible_schemas(task)],
                       model=OpenAIChatCompletionsModel(model=self.model.config.model or "", openai_client=bridge),
                       tool_use_behavior="stop_on_first_tool")
         try:

@@ -170,8 +170,6 @@ class Setting:
 
 
 _NO_CACHE = {"APIBANK_NO_CACHE": lambda text: not parse_bool(text)}
-#: Grammar dialects the model layer can send (llm/grammar.py; see docs/model.md).
-SERVER_KINDS = ("llama.cpp", "vllm", "vllm-structured", "none")
 _RUN, _TEAM, _DATA = RUN_COMMANDS, TEAM_COMMANDS, DATA_COMMANDS
 _OP, _SEL = OPERATIONAL, SELECTION
 
@@ -191,20 +189,25 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("topology", "the agent topology", default="single",
             choices="apibank_bench.agents.topologies:TOPOLOGIES", commands=_TEAM),
     Setting("team_size", "agents in a team: 2, 4, 8 or 10", int, 4, commands=_TEAM),
-    Setting("rounds", "debate rounds after the first answers (decentralized)", _at_least(0), 2, commands=_TEAM),
+    Setting("rounds", "debate rounds in all, the first answers included (decentralized; the reference's R)",
+            _at_least(1), 2, commands=_TEAM),
+    Setting("team_protocol", "`topology`: the topology's own graph; `replicas`: the reference's team-size "
+            "runners, N independent calls with the topology's final-role prompt (seeds 0..N-1) and the team vote",
+            default="topology", choices=("topology", "replicas"), commands=_TEAM),
     Setting("message_format", "what agents pass each other", default="freeform",
             choices=("freeform", "semi_structured", "structured_soft"), commands=_TEAM),
     Setting("agent_kind", "what answers at each node of every topology", default="chat",
             choices="apibank_bench.agents.kinds:AGENT_KINDS"),
     Setting("vote", "how voting teams count calls: `reference` (exact arguments, as the reference harness) or "
             "`normalized` (string values trimmed)", default="reference", choices=("reference", "normalized")),
-    Setting("prompts_dir", "a folder `<topology>/<role>.txt` overriding the packaged role prompts"),
+    Setting("prompts_dir", "a folder `<topology>/<role>.txt` (or the reference's `<topology>/apibank/<role>.txt`, "
+            "e.g. a MAS-PromptBench `configs/prompts`) overriding the packaged role prompts"),
     Setting("toolsearcher_scorer", "how a ToolSearcher call is scored",
             choices="apibank_bench.scoring.toolsearcher_scorers:SCORERS",
             default_text="`keyword` for Level 1, else `official`", commands=(*_RUN, "score")),
     Setting("out_dir", "where results go (emptied when the first instance of a fresh run finishes)",
-            default_text="`results/apibank/<topology>` (`<topology>_sdk` for sdk agents)", role=_OP,
-            commands=("run", "score")),
+            default_text="`results/apibank/<topology>` (`_sdk` added for sdk agents, `_replicas` for replicas)",
+            role=_OP, commands=("run", "score")),
     Setting("resume", "skip instances already finished in `results.jsonl` (errored ones run again); `optimize`: "
             "continue a killed job from its finished phases", parse_bool, False, flag=True, role=_OP,
             commands=("run", "optimize")),
@@ -234,9 +237,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("temperature", "sampling temperature", float, 0.2, group="model"),
     Setting("top_p", "nucleus sampling", float, 0.9, group="model"),
     Setting("max_tokens", "completion token limit", _at_least(1), 1024, group="model"),
-    Setting("seed", "sampling seed (each team member samples with its own offset); `optimize`, `manifests split`: "
-            "also the splits' seed; `compare`, `report`: the bootstrap's seed", int, 0, group="model",
-            commands=(*_TEAM, "manifests", "compare", "report")),
+    Setting("seed", "sampling seed: each agent samples with this plus its place in the reference's numbering "
+            "(see Protocol); `optimize`, `manifests split`: also the splits' seed; `compare`, `report`: the "
+            "bootstrap's seed", int, 0, group="model", commands=(*_TEAM, "manifests", "compare", "report")),
+    Setting("repetition_penalty", "repetition penalty, sent as `repetition_penalty` (vLLM, SGLang) or "
+            "`repeat_penalty` (llama.cpp), never to a hosted OpenAI-style API", float, 1.05, group="model"),
+    Setting("thinking", "the chat template's thinking mode (`chat_template_kwargs.enable_thinking`; vLLM, SGLang, "
+            "llama.cpp)", parse_bool, False, flag=True, group="model"),
     Setting("timeout", "seconds per HTTP request", float, 60.0, group="model", role=_OP),
     Setting("max_retries", "retries of a failed request (timeouts, connection errors, 408, 429, 5xx)",
             _at_least(0), 5, group="model", role=_OP),
@@ -244,8 +251,11 @@ SETTINGS: tuple[Setting, ...] = (
             "successes)", _at_least(1), 128, group="model", role=_OP),
     Setting("extra_body", "JSON object merged into every request", parse_json_object, {}, group="model",
             default_text="-"),
-    Setting("server_kind", "how a grammar is sent to the server", default="llama.cpp",
-            choices=SERVER_KINDS, group="model"),
+    Setting("server_kind", "the kind of server: which sampling fields it takes and how a grammar is sent; "
+            "`auto` reads `owned_by` of the endpoint's `/v1/models` (vllm, sglang, llamacpp; anything else is a "
+            "hosted API, sent the standard fields only)", default="auto",
+            choices="apibank_bench.llm.config:SERVER_CHOICES", group="model",
+            default_text="`auto` (embedded: `llama.cpp`)"),
     Setting("constrained", "grammar-constrained decoding from the visible API schemas", parse_bool, None,
             flag=True, default_text="embedded: on, remote: off", group="model", commands=_TEAM),
     Setting("cache", "the on-disk response cache (re-runs make no repeated model calls)", parse_bool, True,
@@ -347,9 +357,11 @@ class _Base:
 
     @property
     def results_dir(self) -> str:
-        # Another agent kind gets its own folder, so a resumed run never mixes kinds.
+        # Another agent kind or team protocol gets its own folder, so a resumed run never mixes them.
         plain = self.agent_kind == "chat" or self.topology == "agents_sdk"
         name = self.topology if plain else f"{self.topology}_{self.agent_kind}"
+        if self.team_protocol != "topology":
+            name += f"_{self.team_protocol}"
         return self.out_dir or os.path.join("results", "apibank", "gold" if self.is_gold else name)
 
     @property

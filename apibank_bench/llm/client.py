@@ -178,7 +178,8 @@ class ChatClient:
             "top_p": cfg.top_p,
             "max_tokens": cfg.max_tokens,
             "seed": cfg.seed if seed is None else seed,
-            "extra_body": {**cfg.extra_body, **(extra_body or {})},
+            # The server-specific sampling fields, then the user's --extra-body, then this call's grammar.
+            "extra_body": {**cfg.sampling(), **cfg.extra_body, **(extra_body or {})},
         }
         if tools:
             body["tools"] = list(tools)

@@ -10,7 +10,56 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from apibank_bench.core.settings import BY_NAME, SERVER_KINDS
+from apibank_bench.core.settings import BY_NAME
+
+
+@dataclass(frozen=True)
+class ServerKind:
+    """What one kind of server accepts beyond the OpenAI fields (temperature, top_p, max_tokens, seed).
+
+    `penalty`: the request field of the repetition penalty (None: not sent);
+    `template_kwargs`: whether `chat_template_kwargs` (the thinking switch) is sent;
+    `grammar`: whether `grammar.grammar_extra_body` has a dialect for it.
+    A hosted OpenAI-style API rejects unknown fields with HTTP 400, so it gets none.
+    """
+
+    penalty: str | None = None
+    template_kwargs: bool = False
+    grammar: bool = False
+
+
+#: The kinds `--apibank-server-kind` names (`auto` is resolved from the endpoint, see `server_kind_of`).
+SERVER_KINDS: dict[str, ServerKind] = {
+    "vllm": ServerKind("repetition_penalty", True, True),
+    "vllm-structured": ServerKind("repetition_penalty", True, True),  # vLLM >= 0.12's grammar field
+    "sglang": ServerKind("repetition_penalty", True),
+    "llama.cpp": ServerKind("repeat_penalty", True, True),  # llama.cpp's llama-server, llama-cpp-python
+    "openai": ServerKind(),  # a hosted OpenAI-style API: the standard fields only
+    "none": ServerKind(),  # the old name for an endpoint without grammars, kept for existing commands
+}
+AUTO = "auto"
+#: What `--server-kind` accepts.
+SERVER_CHOICES = (AUTO, *SERVER_KINDS)
+#: `owned_by` in a server's `/v1/models` answer -> its kind; any other owner is taken as a hosted API.
+OWNERS = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama.cpp"}
+
+
+def server_kind_of(setting: str, models: Any) -> tuple[str, str]:
+    """The kind of server a run talks to, and how that was decided.
+
+    `setting` other than `auto` wins; otherwise the owners in `models` (the endpoint's
+    `/v1/models` answer, or None) decide, and an unknown or missing answer means a
+    hosted OpenAI-style API, which is sent nothing it could reject.
+    """
+    if setting != AUTO:
+        return setting, "--apibank-server-kind"
+    data = models.get("data") if isinstance(models, dict) else None
+    owners = sorted({str(item.get("owned_by")) for item in data or () if isinstance(item, dict)})
+    kinds = {OWNERS.get(owner.lower()) for owner in owners}
+    if len(kinds) == 1 and None not in kinds:
+        return kinds.pop(), f"/v1/models owned_by {owners[0]!r}"
+    return "openai", (f"/v1/models owned_by {owners!r}: not a known server" if owners
+                      else "/v1/models names no owner")
 
 
 @dataclass
@@ -22,6 +71,7 @@ class ModelConfig:
     `cache_dir` None turns the response cache off.
     `constrained` None means "auto": constrain with a grammar when the server
     kind supports grammars (llama.cpp, vLLM), not for plain OpenAI endpoints.
+    `server_kind` decides the extra sampling fields (`sampling`) and the grammar's field.
     `fold_system` moves system messages into the first user message, for chat
     templates that drop them (llama-cpp-python's `gemma` format does).
     """
@@ -40,6 +90,8 @@ class ModelConfig:
     cache_dir: Path | None = None
     constrained: bool | None = None
     server_kind: str = BY_NAME["server_kind"].default
+    repetition_penalty: float = BY_NAME["repetition_penalty"].default
+    thinking: bool = BY_NAME["thinking"].default
     fold_system: bool = False
     routing: str = BY_NAME["routing"].default  #: how requests are spread over `base_urls` (llm/router.py)
 
@@ -47,16 +99,31 @@ class ModelConfig:
         self.base_urls = [url.strip().rstrip("/") for url in self.base_urls if url and url.strip()]
         if self.cache_dir is not None:
             self.cache_dir = Path(self.cache_dir).expanduser()
-        if self.server_kind not in SERVER_KINDS:
-            raise ValueError(f"server_kind must be one of {SERVER_KINDS}, got {self.server_kind!r}")
+        if self.server_kind != AUTO and self.server_kind not in SERVER_KINDS:
+            raise ValueError(f"server_kind must be one of {(AUTO, *SERVER_KINDS)}, got {self.server_kind!r}")
         if self.max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
         if self.max_retries < 0:
             raise ValueError("max_retries must be >= 0")
 
     @property
+    def kind(self) -> ServerKind:
+        """What the server accepts; an unresolved `auto` (a config built by hand) is sent the standard fields only."""
+        return SERVER_KINDS.get(self.server_kind, SERVER_KINDS["openai"])
+
+    @property
     def use_grammar(self) -> bool:
         """Whether requests should carry a grammar (resolves constrained=None)."""
         if self.constrained is None:
-            return self.server_kind != "none"
+            return self.kind.grammar
         return self.constrained
+
+    def sampling(self) -> dict[str, Any]:
+        """The sampling fields of every request beyond the OpenAI ones, in the form this server takes
+        (the reference sends `repetition_penalty` and `chat_template_kwargs` to its vLLM server)."""
+        fields: dict[str, Any] = {}
+        if self.kind.penalty:
+            fields[self.kind.penalty] = self.repetition_penalty
+        if self.kind.template_kwargs:
+            fields["chat_template_kwargs"] = {"enable_thinking": self.thinking}
+        return fields

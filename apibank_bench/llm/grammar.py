@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Mapping
 
+from apibank_bench.llm.config import AUTO, SERVER_KINDS
+
 # Shared value rules (GBNF). Python literal syntax, so `ast.literal_eval` reads each value.
 _VALUE_RULES = r"""
 value ::= string | number | list | bool
@@ -102,7 +104,7 @@ def grammar_extra_body(grammar: str, server_kind: str = "llama.cpp") -> dict[str
     - "llama.cpp": `{"grammar": ...}` (llama-cpp-python's server and llama.cpp's llama-server)
     - "vllm": `{"guided_grammar": ...}` (vLLM guided decoding, before v0.12)
     - "vllm-structured": `{"structured_outputs": {"grammar": ...}}` (vLLM v0.12 and later)
-    - "none": `{}` (endpoints without grammar support: the request is unconstrained)
+    - any other kind (`openai`, `none`, `sglang`): `{}` (no grammar field: the request is unconstrained)
     """
     if server_kind == "llama.cpp":
         return {"grammar": grammar}
@@ -110,7 +112,7 @@ def grammar_extra_body(grammar: str, server_kind: str = "llama.cpp") -> dict[str
         return {"guided_grammar": grammar}
     if server_kind == "vllm-structured":
         return {"structured_outputs": {"grammar": grammar}}
-    if server_kind == "none":
+    if server_kind in SERVER_KINDS or server_kind == AUTO:
         return {}
     raise ValueError(f"unknown server kind {server_kind!r}")
 
@@ -119,6 +121,7 @@ def call_extra_body(
     specs: Iterable[Mapping[str, Any]], server_kind: str = "llama.cpp", *, typed: bool = True
 ) -> dict[str, Any]:
     """Shortcut: the grammar for `specs`, wrapped for `server_kind`."""
-    if server_kind == "none":
-        return {}
+    kind = SERVER_KINDS.get(server_kind)
+    if kind is not None and not kind.grammar or server_kind == AUTO:
+        return {}  # no grammar field for this server (an unknown kind is refused below)
     return grammar_extra_body(call_grammar(specs, typed=typed), server_kind)

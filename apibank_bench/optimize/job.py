@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 
 from apibank_bench.agents import build_solver
-from apibank_bench.agents.models import describe_model, model_client, needs_local_server
+from apibank_bench.agents.models import describe_model, endpoint_models, model_client, needs_local_server
 from apibank_bench.llm.local_server import OnDemandServer
 from apibank_bench.data.manifests import manifest_ids, splits
 from apibank_bench.core.paths import require_root
@@ -112,7 +112,7 @@ def _optimizer_client(args, cfg: RunConfig, client, local):
     ocfg = dataclasses.replace(cfg, model=model, base_url=list(args.optimizer_base_url or cfg.base_url))
     if args.optimizer_model and needs_local_server(ocfg):
         raise JobError(f"--optimizer-model {args.optimizer_model} needs an endpoint: pass --optimizer-base-url")
-    return model_client(ocfg, local), describe_model(ocfg)
+    return model_client(ocfg, local), describe_model(ocfg, endpoint_models(ocfg.base_url[0]))
 
 
 def _run(args, module, hyper, budget, cfg, config, split, eval_ids, out: Path, local) -> int:

@@ -60,12 +60,22 @@ def _turn_errors(solution: Solution) -> list[str]:
     return errors or ([solution.error] if solution.error else [])
 
 
-def solve_and_score(task: Task, solver: Solver, scorer: Scorer, epoch: int = 0) -> InstanceResult:
-    """Solve `task` for `epoch` (its seeds moved by the epoch's offset) and score it; for a team,
-    every agent's call is scored too (runs.team)."""
+@dataclass
+class Solved:
+    """A solved instance waiting to be scored."""
+
+    task: Task
+    solution: Solution
+    errors: list[str]  #: model or solver errors: the instance is an error row, not scored
+    endpoint_failure: bool
+    elapsed: float
+    epoch: int = 0
+
+
+def solve(task: Task, solver: Solver, epoch: int = 0) -> Solved:
+    """Solve `task` for `epoch` (its seeds moved by the epoch's offset)."""
     started = time.perf_counter()
     endpoint_failure = False
-    team = None
     try:
         with solving_epoch(epoch):
             solution = solver(task)
@@ -74,17 +84,23 @@ def solve_and_score(task: Task, solver: Solver, scorer: Scorer, epoch: int = 0) 
     except Exception as exc:  # a solver bug costs this instance only
         solution = Solution(answer=None, trace={"traceback": redact(traceback.format_exc())})
         errors = [redact(f"solver crashed: {type(exc).__name__}: {exc}")]
-    elapsed = time.perf_counter() - started
-    if errors:
-        score = Score(False, ERROR, f"model error: {errors[-1]}" if endpoint_failure else errors[-1])
+    return Solved(task, solution, errors, endpoint_failure, time.perf_counter() - started, epoch)
+
+
+def score(solved: Solved, scorer: Scorer) -> InstanceResult:
+    """Score a solved instance; for a team, every agent's call is scored too (runs.team)."""
+    task, solution, team = solved.task, solved.solution, None
+    if solved.errors:
+        error = solved.errors[-1]
+        verdict = Score(False, ERROR, f"model error: {error}" if solved.endpoint_failure else error)
     else:
         try:
             with _SCORING:
-                score = scorer.score(task, solution.answer)
+                verdict = scorer.score(task, solution.answer)
         except Exception as exc:  # a scorer bug is the harness's failure, not the answer's
-            score = Score(False, ERROR, f"scorer crashed: {type(exc).__name__}: {exc}")
-        team = _score_agents(task, solution, scorer) if score.stage != ERROR else None
-    return _result(task, solution, score, elapsed, endpoint_failure, epoch, team)
+            verdict = Score(False, ERROR, f"scorer crashed: {type(exc).__name__}: {exc}")
+        team = _score_agents(task, solution, scorer) if verdict.stage != ERROR else None
+    return _result(task, solution, verdict, solved.elapsed, solved.endpoint_failure, solved.epoch, team)
 
 
 def _score_agents(task: Task, solution: Solution, scorer: Scorer) -> dict | None:
@@ -136,6 +152,11 @@ class InstancePool:
     it first if it was never queued. After `breaker` consecutive endpoint
     failures the pool stops: what has not started is cancelled and `result`
     raises RunStopped for it.
+
+    Scoring runs on a thread of its own (one at a time, as `_SCORING` has it), so an
+    instance's thread starts the next instance as soon as its requests are answered:
+    a slow scoring (the first ToolSearcher search loads its embedding model) delays
+    results, never requests.
     """
 
     def __init__(self, load: Callable[[str], Task], solver: Solver, scorer: Scorer, concurrency: int = 1,
@@ -144,6 +165,7 @@ class InstancePool:
         self.time_limit = time_limit
         self.breaker = breaker
         self._executor = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="apibank-instance")
+        self._scoring = ThreadPoolExecutor(max_workers=1, thread_name_prefix="apibank-scoring")
         self._futures: dict[str, Future] = {}
         self._started: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -159,20 +181,33 @@ class InstancePool:
             if task_id not in self._futures:
                 if self.stopped:
                     raise RunStopped(self.stopped)
-                self._futures[task_id] = self._executor.submit(self._run, task_id)
+                future: Future = Future()  # resolved by the scoring thread (cancelled while queued)
+                self._futures[task_id] = future
+                self._executor.submit(self._run, task_id, future)
             return self._futures[task_id]
 
-    def _run(self, case: str) -> InstanceResult:
+    def _run(self, case: str, future: Future) -> None:
+        if not future.set_running_or_notify_cancel():
+            return  # cancelled before it started
         with self._lock:
             self._started[case] = time.monotonic()
         task_id, epoch = split_case(case)
         try:
             task = self._load(task_id)
         except Exception as exc:  # noqa: BLE001 - unreadable data fails this instance with the reason
-            raise RunStopped(f"cannot load task {task_id}: {type(exc).__name__}: {exc}") from exc
-        result = solve_and_score(task, self._solver, self._scorer, epoch)
-        self._count(result)
-        return result
+            future.set_exception(RunStopped(f"cannot load task {task_id}: {type(exc).__name__}: {exc}"))
+            return
+        solved = solve(task, self._solver, epoch)
+        self._scoring.submit(self._finish, solved, future)
+
+    def _finish(self, solved: Solved, future: Future) -> None:
+        try:
+            result = score(solved, self._scorer)
+            self._count(result)
+        except BaseException as exc:  # noqa: BLE001 - whoever waits for this instance gets the failure
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
 
     def _count(self, result: InstanceResult) -> None:
         with self._lock:
@@ -217,3 +252,4 @@ class InstancePool:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self._scoring.shutdown(wait=False, cancel_futures=True)

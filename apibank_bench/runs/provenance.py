@@ -47,17 +47,6 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def endpoint_models(base_url: str | None):
-    """The endpoint's answer to GET /models (which model really served the run), or why there is none:
-    the run's one probe (`llm.probe`), asked when the run started."""
-    if not base_url:
-        return None
-    from apibank_bench.llm.probe import probe_models
-
-    probe = probe_models(base_url)
-    return probe.body if probe.body is not None else {"error": probe.error}
-
-
 def command_line(secrets: tuple[str, ...] = ()) -> str:
     from apibank_bench.core.redact import redact
 
@@ -67,11 +56,13 @@ def command_line(secrets: tuple[str, ...] = ()) -> str:
 def provenance(cfg, selected_ids: list[str] | None = None, started_at: str | None = None,
                base_url: str | None = None) -> dict:
     """`summary.json`'s record of a run. `base_url`: where the model answered (asked for /models)."""
-    from apibank_bench.agents.models import describe_model
+    from apibank_bench.agents.models import describe_model, endpoint_models
     from apibank_bench.agents.prompts import role_prompt
     from apibank_bench.agents.topologies import TOPOLOGIES, roles
 
-    record = {"model": describe_model(cfg), "git_revision": git_revision(), "packages": package_versions()}
+    base_url = base_url or (cfg.base_url[0] if cfg.base_url else None)
+    models = None if cfg.is_gold else endpoint_models(base_url)
+    record = {"model": describe_model(cfg, models), "git_revision": git_revision(), "packages": package_versions()}
     prompts = {}
     if not cfg.is_gold:
         alias_of = TOPOLOGIES.entry(cfg.topology).extra.get("alias_of") or {}
@@ -84,6 +75,6 @@ def provenance(cfg, selected_ids: list[str] | None = None, started_at: str | Non
         "data_hash": hashlib.sha256(LOCK_FILE.read_bytes()).hexdigest(),
         "manifest_hash": sha256_text(json.dumps(selected_ids)) if selected_ids is not None else None,
         "prompt_hashes": prompts,
-        "endpoint_models": None if cfg.is_gold else endpoint_models(base_url),
+        "endpoint_models": models,
     }
     return record

@@ -10,16 +10,17 @@ in a fresh environment, the predicted call is executed, and the API's own
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from apibank_bench.apis.environment import Environment
 from apibank_bench.core.frozen import thaw
 from apibank_bench.scoring.parsing import ParseError, parse_call
 from apibank_bench.core.paths import require_root
 from apibank_bench.data.tasks import Task, render_call
-from apibank_bench.scoring.toolsearcher_scorers import SCORERS, default_scorer, score_toolsearcher
+from apibank_bench.scoring.toolsearcher_scorers import SCORERS, default_scorer, score_toolsearcher, searched_catalog
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,27 @@ class Scorer:
 
     def toolsearcher_scorer_for(self, task: Task) -> str:
         return self.toolsearcher_scorer or default_scorer(task.level)
+
+    def preload(self, tasks: Iterable[Task]) -> threading.Thread | None:
+        """Load, in a background thread, the embedding model and catalogs that scoring `tasks` may need
+        (a predicted ToolSearcher call whose keywords were never recorded is searched by embedding),
+        so that the first such scoring does not wait seconds for the model. None: nothing to load."""
+        catalogs = sorted({(self.toolsearcher_scorer_for(task), task.level) for task in tasks
+                           if task.gold.api_name == "ToolSearcher"
+                           and SCORERS.entry(self.toolsearcher_scorer_for(task)).extra.get("searches")})
+        if not catalogs:
+            return None
+
+        def load() -> None:
+            try:
+                for scorer, level in catalogs:
+                    searched_catalog(scorer, level, self.root).embeddings()
+            except Exception:  # noqa: BLE001 - the scoring that needs it reports why (e.g. ModelUnavailable)
+                pass
+
+        thread = threading.Thread(target=load, name="apibank-toolsearcher-preload", daemon=True)
+        thread.start()
+        return thread
 
     def score(self, task: Task, answer: str | None) -> Score:
         try:

@@ -24,7 +24,7 @@ from apibank_bench.data import specs
 from apibank_bench.apis.search.model import ModelUnavailable
 from apibank_bench.core.frozen import thaw
 from apibank_bench.core.registry import Registry
-from apibank_bench.apis.search.catalog import SEARCHER_FILE, Catalog, split_api_name
+from apibank_bench.apis.search.catalog import SEARCHER_FILE, Catalog, spec_catalog, split_api_name
 
 API_NAME = "ToolSearcher"
 
@@ -177,12 +177,20 @@ def _score_official(task, params: Mapping[str, Any], root: Path) -> Verdict:
     return correct, None if correct else _mismatch(result, gold), result
 
 
-# Listed in the order options and docs show them.
+# Listed in the order options and docs show them; `searches`: the catalog it may embed for a level's tasks.
 SCORERS.register("official", "the frozen catalog of recorded outputs (default for Levels 2 and 3)",
-                 aliases=("official_frozen", "frozen"))(_score_official)
+                 aliases=("official_frozen", "frozen"),
+                 searches=lambda level, root: frozen_search(root, level).catalog)(_score_official)
 SCORERS.register("upstream", "a live search with the Levels 1-2 ToolSearcher API and its own check",
-                 aliases=("raw",))(_score_upstream)
+                 aliases=("raw",), searches=lambda level, root: spec_catalog(specs.LEVEL12))(_score_upstream)
 SCORERS.register("keyword", "the normalized keywords must equal the gold's (default for Level 1)")(_score_keyword)
+
+
+def searched_catalog(scorer: str, level: str, root: Path) -> Catalog | None:
+    """The catalog `scorer` searches by embedding when it scores a Level-`level` ToolSearcher call
+    (None: it never embeds). Its `embeddings()` loads the embedding model."""
+    searches = SCORERS.entry(scorer).extra.get("searches")
+    return searches(str(level), Path(root)) if searches else None
 
 
 # -- messages ---------------------------------------------------------------------------------

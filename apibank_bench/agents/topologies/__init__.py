@@ -1,8 +1,9 @@
 """The topologies, one module each, registered in `TOPOLOGIES`.
 
 A topology module registers a builder `(agents, cfg) -> solve(task) -> Solution`
-(the agents are of the run's agent kind, `agents.kinds`) and the roles it uses at a team size (the prompts `prompts/<topology>/<role>.txt`
-that an optimizer may rewrite). Adding a topology is one module here plus its
+(the agents are of the run's agent kind, `agents.kinds`), the roles it uses at a team size (the prompts `prompts/<topology>/<role>.txt`
+that an optimizer may rewrite) and, for a team, its `final_role` (the role a replica
+plays under the replicas protocol). Adding a topology is one module here plus its
 prompt files.
 """
 
@@ -27,15 +28,31 @@ TOPOLOGIES.load_with(_load_modules)
 
 
 def build_topology(cfg, model):
-    """The solver of `cfg.topology` (with `cfg.agent_kind` agents) over the run's shared model client."""
+    """The solver of `cfg.topology` (with `cfg.agent_kind` agents) over the run's shared model client.
+
+    Under `--apibank-team-protocol replicas` a team topology is not built: its final role
+    answers N times alone and the team votes (the reference's team-size runners).
+    """
     from apibank_bench.agents.kinds import make_agents
+    from apibank_bench.agents.topologies.graph import replicas
 
     alias_of = TOPOLOGIES.entry(cfg.topology).extra.get("alias_of")
     if alias_of:
         cfg = dataclasses.replace(cfg, **alias_of)
+    role = replica_role(cfg)
+    if role:
+        return replicas(make_agents(cfg, model), cfg, role)
     return TOPOLOGIES.get(cfg.topology)(make_agents(cfg, model), cfg)
+
+
+def replica_role(cfg) -> str | None:
+    """The role every replica plays under the replicas protocol (None: the topology itself runs)."""
+    if cfg.team_protocol != "replicas":
+        return None
+    return TOPOLOGIES.entry(cfg.topology).extra.get("final_role")
 
 
 def roles(cfg) -> list[str]:
     """The roles (prompt files) of `cfg.topology` at `cfg.team_size`, in the topology's order."""
-    return list(TOPOLOGIES.entry(cfg.topology).extra["roles"](cfg))
+    role = replica_role(cfg)
+    return [role] if role else list(TOPOLOGIES.entry(cfg.topology).extra["roles"](cfg))

@@ -65,3 +65,16 @@ def voted(turns: list[AgentTurn], rule: str) -> tuple[AgentTurn | None, dict]:
 
 def last(turns: list[AgentTurn]) -> tuple[AgentTurn | None, dict]:
     return (turns[-1] if turns else None), {}
+
+
+def replicas(agents, cfg, role: str) -> Callable[[Task], Solution]:
+    """N agents of one `role` answer alone, each on the whole task (seeds 0..N-1); the team votes.
+
+    The `independent` topology, and under the replicas protocol every team topology
+    with its final role (the reference's team-size runners).
+    """
+    def replica(index: int) -> Node:
+        return lambda state: {"turns": [agents.ask(state["task"], role, index=index)]}
+
+    step = [(f"{role}_{i}", replica(i)) for i in range(cfg.team_size)]
+    return solve_with(graph_of([step]), lambda turns: voted(turns, cfg.vote))

@@ -1,0 +1,107 @@
+"""The instance pool: a slow scoring (the first ToolSearcher search loads its embedding model) holds up
+results, never the requests of other instances."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from apibank_bench.agents import Solution
+from apibank_bench.data import manifests
+from apibank_bench.data.tasks import get_task
+from apibank_bench.runs.instances import InstancePool, RunStopped
+from apibank_bench.scoring import Score
+
+IDS = manifests.manifest_ids("all")[:8]
+
+WAIT = 60  # a safety net against a hang, never what the assertions measure
+
+
+class SlowFirstScoring:
+    """Scores every answer correct; the first scoring blocks until released (a model being loaded)."""
+
+    def __init__(self) -> None:
+        self.release, self.blocked, self.scored = threading.Event(), threading.Event(), []
+        self._lock = threading.Lock()
+
+    def score(self, task, answer) -> Score:
+        with self._lock:
+            first = not self.scored and not self.blocked.is_set()
+            if first:
+                self.blocked.set()
+        if first:
+            assert self.release.wait(WAIT)
+        self.scored.append(task)
+        return Score(True, "score", None)
+
+
+def test_instances_keep_starting_while_a_scoring_is_slow(apibank_root):
+    scorer, solved, all_solved = SlowFirstScoring(), [], threading.Event()
+
+    def solver(task):
+        solved.append(task.combined_id)
+        if len(solved) == len(IDS):
+            all_solved.set()
+        return Solution(answer="[GetToday()]")
+
+    pool = InstancePool(get_task, solver, scorer, concurrency=2)
+    try:
+        pool.start(IDS)
+        assert scorer.blocked.wait(WAIT)
+        # With two instance threads, every instance is solved while the first scoring is still blocked.
+        assert all_solved.wait(WAIT) and sorted(solved) == sorted(IDS) and scorer.scored == []
+        scorer.release.set()
+        results = [pool.result(task_id) for task_id in IDS]
+        assert [r.task.combined_id for r in results] == IDS and all(r.correct for r in results)
+    finally:
+        scorer.release.set()
+        pool.close()
+
+
+def test_a_stopped_pool_reports_the_instances_it_never_started(apibank_root):
+    entered, gate, scorer = threading.Event(), threading.Event(), SlowFirstScoring()
+    scorer.release.set()
+
+    def solver(task):
+        entered.set()
+        assert gate.wait(WAIT)
+        return Solution(answer="[GetToday()]")
+
+    pool = InstancePool(get_task, solver, scorer, concurrency=1)
+    try:
+        pool.start(IDS[:2])
+        assert entered.wait(WAIT)  # the first is running, the second still queued
+        pool.stop("stopped by the test")
+        gate.set()
+        assert pool.result(IDS[0]).correct  # it had started: it finishes
+        with pytest.raises(RunStopped, match="stopped by the test"):
+            pool.result(IDS[1])
+    finally:
+        gate.set()
+        pool.close()
+
+
+def test_the_embedding_model_is_preloaded_only_when_the_selection_can_need_it(apibank_root, monkeypatch):
+    import apibank_bench.scoring as scoring
+
+    loaded = []
+
+    class Catalog:
+        def __init__(self, scorer, level):
+            self.key = (scorer, level)
+
+        def embeddings(self):
+            loaded.append(self.key)
+
+    monkeypatch.setattr(scoring, "searched_catalog", lambda scorer, level, root: Catalog(scorer, level))
+    tasks = [get_task(task_id) for task_id in manifests.manifest_ids("all")]
+    searches = [t for t in tasks if t.gold.api_name == "ToolSearcher"]
+    others = [t for t in tasks if t.gold.api_name != "ToolSearcher"]
+    assert {t.level for t in searches} == {"2", "3"}
+
+    assert scoring.Scorer().preload(others) is None  # no ToolSearcher call to score: nothing to load
+    assert scoring.Scorer(toolsearcher_scorer="keyword").preload(searches) is None  # keywords never embed
+    thread = scoring.Scorer().preload(tasks)  # official: each level's frozen catalog
+    thread.join(WAIT)
+    assert loaded == [("official", "2"), ("official", "3")]
