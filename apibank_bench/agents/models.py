@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import urllib.error
 import urllib.request
-from typing import Callable
+from typing import Any, Callable
 
 from apibank_bench.llm import ChatClient, ModelConfig
 from apibank_bench.core.redact import redact
@@ -12,6 +13,9 @@ from apibank_bench.core.settings import RunConfig
 
 #: The embedded default: Gemma 3 270M served by llama.cpp (a smoke model, not a contender).
 LOCAL_MODEL = "gemma-3-270m-it-q4_k_m"
+#: What of a `/models` entry identifies the model served (not `created`, which some servers set to
+#: the time of asking, nor vLLM's per-request `permission` IDs).
+MODEL_FIELDS = ("id", "root", "parent", "owned_by", "max_model_len", "meta")
 
 
 def needs_local_server(cfg: RunConfig) -> bool:
@@ -38,6 +42,9 @@ def model_config(cfg: RunConfig, local_url: str | None = None) -> ModelConfig:
         server_kind=cfg.server_kind,
         # llama.cpp's gemma chat format drops system messages: fold them into the user turn.
         fold_system=local,
+        # The embedded server gets a new port each run, but it is always the same model.
+        deployment=cfg.deployment or (f"embedded llama.cpp: {model}" if local else ""),
+        max_consecutive_errors=cfg.max_consecutive_errors,
     )
 
 
@@ -46,24 +53,43 @@ def model_client(cfg: RunConfig, local_url: Callable[[], str]) -> ChatClient | N
     if cfg.is_gold:
         return None
     config = model_config(cfg, local_url() if needs_local_server(cfg) else None)
-    for url in config.base_urls:
-        reachable(url)
+    served = {url: reachable(url) for url in config.base_urls}
+    if not config.deployment:
+        config.deployment = deployment(served)
     return ChatClient(config)
+
+
+def deployment(served: dict[str, Any]) -> str:
+    """What identifies a remote endpoint to the response cache: each address (without credentials)
+    and what its `/models` says it serves. Two servers sharing a model name never share answers."""
+    return json.dumps({redact(url): models for url, models in served.items()}, sort_keys=True)
 
 
 class EndpointUnreachable(RuntimeError):
     """No server answers at a configured base URL (a run would only collect connection errors)."""
 
 
-def reachable(base_url: str, timeout: float = 10.0) -> None:
-    """Fail fast, once per run, when nothing listens at `base_url` (any HTTP answer will do)."""
+def reachable(base_url: str, timeout: float = 10.0) -> Any:
+    """Fail fast, once per run, when nothing listens at `base_url` (any HTTP answer will do).
+
+    Returns what `/models` says identifies the models served there (`MODEL_FIELDS` of each
+    entry), or the status it answered with.
+    """
     try:
-        urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=timeout).close()
-    except urllib.error.HTTPError:
-        return  # it answered (401, 404...): the endpoint is there
+        with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=timeout) as response:
+            body = json.loads(response.read().decode("utf-8", "replace"))
+    except urllib.error.HTTPError as exc:
+        return {"status": exc.code}  # it answered (401, 404...): the endpoint is there
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise EndpointUnreachable(f"cannot reach the model endpoint {redact(base_url)}: {redact(reason)}") from None
+    except ValueError:
+        return {"status": "not JSON"}
+    entries = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(entries, list):
+        return {"status": "no model list"}
+    return sorted((json.dumps({key: entry[key] for key in MODEL_FIELDS if key in entry}, sort_keys=True, default=str)
+                   for entry in entries if isinstance(entry, dict)))
 
 
 def describe_model(cfg: RunConfig) -> dict:

@@ -46,7 +46,8 @@ def pytest_args(args) -> list[str]:
     """The `pytest bench_tests ...` command line a `run` invocation stands for."""
     values = given(args)
     values["limit"] = settings.run_limit(values["limit"])
-    argv = [str(BENCH_TESTS), *settings.pytest_argv(values)]
+    # Hypothesis's plugin imports all of hypothesis for its closing summary: seconds a benchmark does not use.
+    argv = [str(BENCH_TESTS), "-p", "no:hypothesispytest", *settings.pytest_argv(values)]
     if args.workers:
         argv += ["-n", str(args.workers)]
     return argv

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import warnings
 from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
@@ -90,6 +91,9 @@ def parse_alpha(text: Any) -> float:
 
 # -- the table ---------------------------------------------------------------------------
 
+MEASUREMENT, SELECTION, OPERATIONAL = "measurement", "selection", "operational"
+ROLES = (MEASUREMENT, SELECTION, OPERATIONAL)
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -103,6 +107,10 @@ class Setting:
     secret: bool = False  #: never written or printed
     default_text: str | None = None  #: the default as the README states it, where it is not a plain value
     group: str = "run"  #: "run" (what and how to run) or "model" (how to reach and sample the model)
+    #: What the setting is to a results folder: `measurement` (part of what a run measures: a run
+    #: may only be resumed, or compared, with the same value), `selection` (which instances run)
+    #: or `operational` (how the run is carried out: endpoints, concurrency, timeouts, cache).
+    role: str = MEASUREMENT
 
     @property
     def option(self) -> str:
@@ -140,14 +148,15 @@ _NO_CACHE = {"APIBANK_NO_CACHE": lambda text: not parse_bool(text)}
 
 SETTINGS: tuple[Setting, ...] = (
     # what to run
-    Setting("root", "the API-Bank data root", default_text="`vendor/api-bank`"),
+    Setting("root", "the API-Bank data root", default_text="`vendor/api-bank`", role=OPERATIONAL),
     Setting("level", "`all` = the 100-task eval manifest (33/33/34); `1`, `2`, `3` = that level's curated list",
-            default="all", choices=("all", "1", "2", "3")),
+            default="all", choices=("all", "1", "2", "3"), role=SELECTION),
     Setting("limit", "run at most N instances of the selection (`apibank-bench run`: default 2, 0 = all)",
-            _at_least(0), default_text="all"),
-    Setting("offset", "skip the first K instances of the manifest", _at_least(0), 0),
-    Setting("only", "only these task IDs (as in the manifest, or without the `level-N::` prefix)", parse_list, []),
-    Setting("shard", "`i/n`: every n-th instance starting at the i-th", parse_shard),
+            _at_least(0), default_text="all", role=SELECTION),
+    Setting("offset", "skip the first K instances of the manifest", _at_least(0), 0, role=SELECTION),
+    Setting("only", "only these task IDs (as in the manifest, or without the `level-N::` prefix)", parse_list, [],
+            role=SELECTION),
+    Setting("shard", "`i/n`: every n-th instance starting at the i-th", parse_shard, role=SELECTION),
     Setting("topology", "the agent topology", default="single",
             choices="apibank_bench.agents.topologies:TOPOLOGIES"),
     Setting("team_size", "agents in a team: 2, 4, 8 or 10", int, 4),
@@ -162,37 +171,46 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("toolsearcher_scorer", "how a ToolSearcher call is scored",
             choices="apibank_bench.scoring.toolsearcher_scorers:SCORERS",
             default_text="`keyword` for Level 1, else `official`"),
-    Setting("out_dir", "where results go (emptied when the first instance of a fresh run finishes)",
-            default_text="`results/apibank/<topology>` (`<topology>_sdk` for sdk agents)"),
-    Setting("resume", "skip instances already finished in `results.jsonl` (errored ones run again)", parse_bool,
-            False, flag=True),
+    Setting("out_dir", "where results go: one run per folder (a fresh run into a folder holding another run's "
+            "results is refused)",
+            default_text="`results/apibank/<model>/<topology>` (see [Results](#results-folders))", role=OPERATIONAL),
+    Setting("resume", "continue the run in the out dir: skip instances already finished in `results.jsonl` "
+            "(errored ones run again); refused if the run there measured other settings", parse_bool,
+            False, flag=True, role=OPERATIONAL),
+    Setting("overwrite", "replace the results in the out dir with a fresh run", parse_bool, False, flag=True,
+            role=OPERATIONAL),
+    Setting("force", "resume (or rerun part of) a run made with other settings; the differences are recorded in "
+            "`run.json` and `summary.json`", parse_bool, False, flag=True, role=OPERATIONAL),
     Setting("concurrency", "instances in flight at once in each process", _at_least(1),
-            default_text="remote: 32, embedded model and gold: 1"),
+            default_text="remote: 32, embedded model and gold: 1", role=OPERATIONAL),
     Setting("instance_timeout", "seconds one instance may take before it becomes an error row (0 = no limit)",
-            _at_least(0, float), 600.0),
-    Setting("max_consecutive_errors", "stop the run after this many instances in a row fail at the endpoint "
-            "(0 = never)", _at_least(0), 10),
+            _at_least(0, float), 600.0, role=OPERATIONAL),
+    Setting("max_consecutive_errors", "stop the run after this many model requests in a row fail at the endpoint, "
+            "retries included, with no success between (0 = never); requests in flight then stop retrying",
+            _at_least(0), 10, role=OPERATIONAL),
     Setting("epochs", "solve every instance K times; epoch e samples with every seed moved by e x 10000 (epoch 0: "
             "the protocol's seeds); one row, case and trace per (instance, epoch)", _at_least(1), 1),
     Setting("baseline", "a results folder to gate against: after the run, pair on the shared instances and fail "
-            "the session only if the run is significantly worse (exact McNemar)"),
-    Setting("gate_alpha", "the regression gate's significance level (with `--apibank-baseline`)", parse_alpha, 0.05),
+            "the session only if the run is significantly worse (exact McNemar)", role=OPERATIONAL),
+    Setting("gate_alpha", "the regression gate's significance level (with `--apibank-baseline`)", parse_alpha, 0.05,
+            role=OPERATIONAL),
     # the model
     Setting("model", "model name; `gold` replays the gold calls (a harness self-check)", group="model",
             default_text="the embedded model"),
     Setting("base_url", "OpenAI-compatible endpoint(s), comma separated, used round-robin; none = the embedded model",
             parse_urls, [], env=("OPENAI_BASE_URL",),
-            deprecated_env={"APIBANK_BASE_URLS": parse_urls}, group="model"),
-    Setting("api_key", "the endpoint's API key", env=("OPENAI_API_KEY",), secret=True, group="model"),
+            deprecated_env={"APIBANK_BASE_URLS": parse_urls}, group="model", role=OPERATIONAL),
+    Setting("api_key", "the endpoint's API key", env=("OPENAI_API_KEY",), secret=True, group="model",
+            role=OPERATIONAL),
     Setting("temperature", "sampling temperature", float, 0.2, group="model"),
     Setting("top_p", "nucleus sampling", float, 0.9, group="model"),
     Setting("max_tokens", "completion token limit", _at_least(1), 1024, group="model"),
     Setting("seed", "sampling seed (each team member samples with its own offset)", int, 0, group="model"),
-    Setting("timeout", "seconds per HTTP request", float, 60.0, group="model"),
+    Setting("timeout", "seconds per HTTP request", float, 60.0, group="model", role=OPERATIONAL),
     Setting("max_retries", "retries of a failed request (timeouts, connection errors, 408, 429, 5xx)",
-            _at_least(0), 5, group="model"),
+            _at_least(0), 5, group="model", role=OPERATIONAL),
     Setting("max_in_flight", "model requests in flight at once, per process (halved on HTTP 429, regained after "
-            "successes)", _at_least(1), 128, group="model"),
+            "successes)", _at_least(1), 128, group="model", role=OPERATIONAL),
     Setting("extra_body", "JSON object merged into every request", parse_json_object, {}, group="model",
             default_text="-"),
     Setting("server_kind", "how a grammar is sent to the server", default="llama.cpp",
@@ -200,12 +218,22 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("constrained", "grammar-constrained decoding from the visible API schemas", parse_bool, None,
             flag=True, default_text="embedded: on, remote: off", group="model"),
     Setting("cache", "the on-disk response cache (re-runs make no repeated model calls)", parse_bool, True,
-            flag=True, deprecated_env=_NO_CACHE, group="model"),
+            flag=True, deprecated_env=_NO_CACHE, group="model", role=OPERATIONAL),
     Setting("cache_dir", "the cache folder (responses, the assembled embedded model, the ToolSearcher model)",
-            default="~/.cache/apibank-bench", group="model"),
+            default="~/.cache/apibank-bench", group="model", role=OPERATIONAL),
+    Setting("deployment", "the name the response cache keeps this endpoint's answers under; endpoints given the "
+            "same name share answers", group="model", role=OPERATIONAL,
+            default_text="the addresses, the model name and what `/models` says about it"),
 )
 
 BY_NAME = {setting.name: setting for setting in SETTINGS}
+assert all(setting.role in ROLES for setting in SETTINGS)
+
+
+def names(role: str) -> tuple[str, ...]:
+    """The settings of one role, in the table's order."""
+    return tuple(setting.name for setting in SETTINGS if setting.role == role)
+
 TEAM_SIZES = (2, 4, 8, 10)
 RUN_DEFAULT_LIMIT = 2  #: `apibank-bench run` runs 2 instances unless told otherwise (`--limit 0` = all)
 
@@ -226,10 +254,23 @@ class _Base:
 
     @property
     def results_dir(self) -> str:
-        # Another agent kind gets its own folder, so a resumed run never mixes kinds.
+        """`out_dir`, else a folder per model and per the settings most often varied, so that two
+        runs a user is likely to make one after the other do not meet in one folder:
+        `results/apibank/<model>/<topology>[_<kind>][-n<team size>][-r<rounds>][-<format>][-seed<seed>]`
+        (`results/apibank/gold` for the self-check)."""
+        if self.out_dir:
+            return self.out_dir
+        if self.is_gold:
+            return os.path.join("results", "apibank", "gold")
         plain = self.agent_kind == "chat" or self.topology == "agents_sdk"
         name = self.topology if plain else f"{self.topology}_{self.agent_kind}"
-        return self.out_dir or os.path.join("results", "apibank", "gold" if self.is_gold else name)
+        team = self.topology not in ("single", "agents_sdk")
+        if team:
+            name += f"-n{self.team_size}" + (f"-r{self.rounds}" if self.topology == "decentralized" else "")
+            name += "" if self.message_format == "freeform" else f"-{self.message_format}"
+        name += f"-seed{self.seed}" if self.seed else ""
+        model = re.sub(r"[^A-Za-z0-9._-]+", "_", self.model or "embedded").strip("._") or "model"
+        return os.path.join("results", "apibank", model, name)
 
     @property
     def instances_in_flight(self) -> int:

@@ -44,6 +44,11 @@ class ModelConfig:
     constrained: bool | None = None
     server_kind: str = BY_NAME["server_kind"].default
     fold_system: bool = False
+    #: What identifies the endpoint to the response cache (answers cached under one deployment are
+    #: never given for another); empty: the base URLs.
+    deployment: str = ""
+    #: Failed attempts in a row (no success between) after which every request stops (0 = never).
+    max_consecutive_errors: int = BY_NAME["max_consecutive_errors"].default
 
     def __post_init__(self) -> None:
         self.base_urls = [url.strip().rstrip("/") for url in self.base_urls if url and url.strip()]

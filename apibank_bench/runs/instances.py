@@ -17,6 +17,7 @@ from typing import Callable, Iterable
 
 from apibank_bench.agents import Solution, Solver
 from apibank_bench.agents.chat_agent import solving_epoch
+from apibank_bench.llm.stop import instance_scope
 from apibank_bench.core.redact import redact
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.runs.results import records
@@ -37,7 +38,7 @@ class InstanceResult:
     task: Task
     score: Score
     payload: dict  #: prediction, result and trace lines
-    endpoint_failure: bool = False  #: an error caused by the model endpoint (counts toward the circuit breaker)
+    endpoint_failure: bool = False  #: an error caused by the model endpoint (a model error)
     epoch: int = 0
 
     @property
@@ -67,9 +68,11 @@ def solve_and_score(task: Task, solver: Solver, scorer: Scorer, epoch: int = 0) 
     endpoint_failure = False
     team = None
     try:
-        with solving_epoch(epoch):
+        with solving_epoch(epoch), instance_scope() as stop:  # a request failed for good stops the others
             solution = solver(task)
         errors = _turn_errors(solution)
+        if stop.cause and errors:
+            errors = [stop.cause]  # that request's error, not an "another request failed" that followed it
         endpoint_failure = bool(errors)
     except Exception as exc:  # a solver bug costs this instance only
         solution = Solution(answer=None, trace={"traceback": redact(traceback.format_exc())})
@@ -133,21 +136,19 @@ class InstancePool:
     Instances are named by case ID (runs.epochs: the task ID, with `-epochE` when the run has
     several epochs). `start(ids)` queues instances in the given order (the tests' order, so the
     first tests' instances start first); `result(id)` waits for one, starting
-    it first if it was never queued. After `breaker` consecutive endpoint
-    failures the pool stops: what has not started is cancelled and `result`
-    raises RunStopped for it.
+    it first if it was never queued. `stop(reason)` (the model layer's circuit
+    breaker, -x) cancels what has not started, and `result` raises RunStopped
+    for it.
     """
 
     def __init__(self, load: Callable[[str], Task], solver: Solver, scorer: Scorer, concurrency: int = 1,
-                 time_limit: float | None = None, breaker: int = 0) -> None:
+                 time_limit: float | None = None) -> None:
         self._load, self._solver, self._scorer = load, solver, scorer
         self.time_limit = time_limit
-        self.breaker = breaker
         self._executor = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="apibank-instance")
         self._futures: dict[str, Future] = {}
         self._started: dict[str, float] = {}
         self._lock = threading.Lock()
-        self._consecutive_failures = 0
         self.stopped: str | None = None  #: why the pool stopped, once it has
 
     def start(self, ids: Iterable[str]) -> None:
@@ -170,18 +171,7 @@ class InstancePool:
             task = self._load(task_id)
         except Exception as exc:  # noqa: BLE001 - unreadable data fails this instance with the reason
             raise RunStopped(f"cannot load task {task_id}: {type(exc).__name__}: {exc}") from exc
-        result = solve_and_score(task, self._solver, self._scorer, epoch)
-        self._count(result)
-        return result
-
-    def _count(self, result: InstanceResult) -> None:
-        with self._lock:
-            self._consecutive_failures = self._consecutive_failures + 1 if result.endpoint_failure else 0
-            if self.breaker and self._consecutive_failures >= self.breaker and not self.stopped:
-                self.stopped = (f"stopped after {self._consecutive_failures} consecutive instances failed at the "
-                                f"model endpoint (last: {result.score.error}); fix the endpoint and rerun with "
-                                "--apibank-resume")
-                self._cancel_pending()
+        return solve_and_score(task, self._solver, self._scorer, epoch)
 
     def result(self, task_id: str) -> InstanceResult:
         """This instance's result; an error result if it runs over the time limit."""

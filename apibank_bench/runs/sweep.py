@@ -13,7 +13,8 @@ the cell's exit code and log (`run.log` in the cell) stay its own.
 
 A cell whose summary.json is complete and records the cell's settings is skipped; one that is
 incomplete, or ran a different selection, is resumed. Settings that change how a run is carried out
-but not what it measures (`OPERATIONAL`: endpoints, concurrency, timeouts, cache) may differ.
+but not what it measures (role `operational` in the settings table: endpoints, concurrency, timeouts,
+cache) may differ.
 A cell folder holding a run with other measured settings is refused before anything runs.
 """
 
@@ -31,17 +32,12 @@ from typing import Any, Callable, Mapping
 
 from apibank_bench.core import settings
 from apibank_bench.core.paths import require_root
+from apibank_bench.runs.folder import stored_settings
 from apibank_bench.runs.results import RESULTS, SUMMARY, read_summary, write_atomic
 
 LOG = "run.log"
-#: Settings that change how a run is carried out, not what it measures.
-OPERATIONAL = frozenset({"root", "out_dir", "resume", "concurrency", "instance_timeout", "max_consecutive_errors",
-                         "base_url", "api_key", "timeout", "max_retries", "max_in_flight", "cache", "cache_dir",
-                         "baseline", "gate_alpha"})
-#: Settings that choose the instances: a finished cell run on another selection is resumed, not refused.
-SELECTION = frozenset({"level", "limit", "offset", "only", "shard"})
 #: Settings the sweep sets itself.
-NOT_FLAGS = ("out_dir", "resume")
+NOT_FLAGS = ("out_dir", "resume", "overwrite")
 
 
 class SweepError(ValueError):
@@ -133,21 +129,22 @@ def plan(cell: Cell) -> None:
     except ValueError as exc:
         raise SweepError(f"cell {cell.label}: {str(exc).replace('--apibank-', '--')}") from None
     summary = cell_summary(cell.path)
-    if summary is None:
-        cell.resume = (cell.path / RESULTS).is_file()  # a run killed before its summary: resume it
+    stored = stored_settings(cell.path)  # also there for a run killed before its summary
+    if summary is None and stored is None:
+        cell.resume = (cell.path / RESULTS).is_file()  # a run killed before it recorded anything: resume it
         return
-    stored = (summary.get("config") or {}).get("run")
-    if not isinstance(stored, dict):
+    if stored is None:
         raise SweepError(f"{cell.path} holds results that are not a run (no config.run in {SUMMARY}); "
                          "move it away or choose another --out")
     wanted = _json(cell.cfg.to_dict())
-    differ = sorted(name for name in wanted if name not in OPERATIONAL and stored.get(name) != wanted[name])
-    measured = [name for name in differ if name not in SELECTION]
+    role = {name: settings.BY_NAME[name].role for name in wanted}
+    differ = sorted(name for name in wanted if role[name] != settings.OPERATIONAL and stored.get(name) != wanted[name])
+    measured = [name for name in differ if role[name] == settings.MEASUREMENT]
     if measured:
         detail = ", ".join(f"{name} {stored.get(name)!r} (the sweep wants {wanted[name]!r})" for name in measured)
         raise SweepError(f"{cell.path} holds a run with other settings: {detail}; move it away or choose another --out")
     cell.summary = summary
-    cell.skip = bool(summary.get("complete")) and not differ
+    cell.skip = bool(summary and summary.get("complete")) and not differ
     cell.resume = not cell.skip
 
 
