@@ -61,13 +61,13 @@ def apibank_solver(apibank_config, apibank_model):
 
 
 @pytest.fixture(scope="session")
-def apibank_pool(request, apibank_config, apibank_root, apibank_scorer, apibank_solver):
-    """Solves this process's instances, `concurrency` at a time, starting with the first tests'.
-    (The scorer is set up first, so its preload overlaps the model client's start.)"""
+def apibank_pool(request, apibank_config, apibank_root, apibank_model, apibank_solver, apibank_scorer):
+    """Solves this process's instances, `concurrency` at a time, starting with the first tests'."""
     cfg = apibank_config
     pool = InstancePool(lambda task_id: get_task(task_id, root=apibank_root), apibank_solver, apibank_scorer,
-                        concurrency=cfg.instances_in_flight, time_limit=cfg.instance_timeout or None,
-                        breaker=cfg.max_consecutive_errors)
+                        concurrency=cfg.instances_in_flight, time_limit=cfg.instance_timeout or None)
+    if apibank_model is not None:  # a dead endpoint trips the model layer's breaker: start no more instances
+        apibank_model.breaker.on_trip(pool.stop)
     request.config.stash[POOL] = pool
     pool.start(my_instances(request.session))
     yield pool

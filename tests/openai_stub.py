@@ -6,8 +6,9 @@ the same time is tracked (`max_concurrent`).
 
 It also injects faults: error statuses with any body (`error`, `echo_key`),
 connections closed without a response (`reset`), slow, empty (`content: null`),
-surrogate-bearing and oversized answers, and a server that dies (`dead_after=N`:
-the request after the first N is reset and later ones are refused).
+surrogate-bearing and oversized answers, bodies cut off halfway (`cut`), and a server
+that dies (`dead_after=N`: the request after the first N is reset and later ones are
+refused). `port` fixes the port (a server restarted where it was).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class Reply:
     tool_calls: list[dict[str, Any]] | None = None  # OpenAI `tool_calls` ({name, arguments}) instead of text
     reset: bool = False  # close the connection without any response
     echo_key: bool = False  # the error body repeats the request's Authorization header, as some servers do
+    cut: bool = False  # send the headers and half the body, then reset the connection
 
 
 def correct(text: str = "[GetToday()]") -> Reply:
@@ -70,6 +72,11 @@ def echo_key(status: int = 401) -> Reply:
 
 def reset() -> Reply:
     return Reply(reset=True)
+
+
+def cut(text: str = "[GetToday()]") -> Reply:
+    """A 200 answer whose body stops halfway (the connection is reset)."""
+    return Reply(text=text, cut=True)
 
 
 def empty() -> Reply:
@@ -113,12 +120,13 @@ def completion_body(text: str, model: str = "stub-model", prompt_tokens: int = 1
 
 class OpenAIStub:
     def __init__(self, *replies: Reply, default: Reply | Callable[[dict], Reply] = Reply(), hold: float = 0.0,
-                 dead_after: int | None = None, owned_by: str | None = None):
+                 dead_after: int | None = None, owned_by: str | None = None, port: int = 0):
         self.script: deque[Reply] = deque(replies)
         self.default = default
         self.hold = hold  # extra seconds every request takes (for concurrency tests)
         self.dead_after = dead_after  # chat requests answered before the server dies
         self.owned_by = owned_by  # what /models says owns the model ("vllm", "openai"...; None: no such field)
+        self.port = port
         self.requests: list[dict[str, Any]] = []
         self.active = 0
         self.max_concurrent = 0
@@ -174,6 +182,19 @@ class OpenAIStub:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
 
+            def _cut(self, payload: bytes) -> None:
+                """The headers of the whole body, half of it, then a reset."""
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload[: len(payload) // 2])
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                self._reset()
+
             def _reset(self) -> None:
                 """Close the socket with a TCP reset and no response at all."""
                 try:
@@ -225,12 +246,14 @@ class OpenAIStub:
                     else:
                         payload = json.dumps(completion_body(reply.text, body.get("model", "stub-model"),
                                                             tool_calls=reply.tool_calls)).encode()
+                    if reply.cut:
+                        return self._cut(payload)
                     self._send(reply.status, payload, reply.headers)
                 finally:
                     with stub._lock:
                         stub.active -= 1
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         server.daemon_threads = True
         server.block_on_close = False
         self._server = server

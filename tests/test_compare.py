@@ -82,41 +82,78 @@ def test_error_rows_are_left_out_of_the_pairing_and_counted(runs, tmp_path):
     assert (comp["overall"]["n"], len(comp["overall"]["lost"])) == (96, 18)
 
 
-def _with_config(tmp_path, source, name, config):
+def _with_config(tmp_path, source, name, config, keep=None, selection=None, only_level=None):
+    """A copy of a results folder (its first `keep` rows, of one level) with another recorded config."""
     target = tmp_path / name
     target.mkdir()
-    (target / "results.jsonl").write_text((source / "results.jsonl").read_text(), encoding="utf-8")
+    rows = [row for row in read_jsonl(source / "results.jsonl") if only_level in (None, row["level"])][:keep]
+    (target / "results.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     summary = json.loads((source / "summary.json").read_text())
     summary["config"] = config
+    if selection:
+        summary["selection"] = selection
     (target / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
     return target
 
 
-def test_refuses_runs_with_different_scorer_or_selection_unless_forced(runs, tmp_path, capsys):
+def test_refuses_runs_with_another_scorer_or_data_in_words_unless_forced(runs, tmp_path, capsys):
     _, run_a, run_b = runs
     base = {"run": {"level": "all", "limit": None, "offset": 0, "only": [], "shard": None,
                     "toolsearcher_scorer": "official"}}
     a = _with_config(tmp_path, run_a, "a", base)
     b = _with_config(tmp_path, run_b, "b", {"run": {**base["run"], "toolsearcher_scorer": "keyword"}})
-    c = _with_config(tmp_path, run_b, "c", {"run": {**base["run"], "limit": 50}})
+    level3 = _with_config(tmp_path, run_b, "level3", {"run": {**base["run"], "level": "3"}})
     same = _with_config(tmp_path, run_b, "same", {"run": dict(base["run"]), "data_hash": "x"})
-    with pytest.raises(RunMismatch, match="scorer"):
+    with pytest.raises(RunMismatch, match="ToolSearcher scorer keyword vs official"):
         compare([a, b])
-    with pytest.raises(RunMismatch, match="selection"):
-        compare([a, c])
+    with pytest.raises(RunMismatch, match=r"manifest level 3 \(the Level-3 curated list\) vs level all"):
+        compare([a, level3])
     assert compare([a, same])["warnings"] == []  # a key only one run records is not a difference
     other_data = _with_config(tmp_path, run_b, "other_data", {"run": dict(base["run"]), "data_hash": "y"})
-    with pytest.raises(RunMismatch, match="data hash"):
+    with pytest.raises(RunMismatch, match="data lock y vs x"):
         compare([same, other_data])
 
     assert cli_main(["compare", str(a), str(b)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "scorer" in err and "--force" in err
+    assert err.count("\n") == 1 and "ToolSearcher scorer keyword vs official" in err and "--force" in err
+    assert "sha256" not in err and '{"' not in err  # words, not a dump of recorded values
 
     assert cli_main(["compare", str(a), str(b), "--force", "--json"]) == 0
     captured = capsys.readouterr()
     assert "WARNING" in captured.err
     assert json.loads(captured.out)["warnings"] == compare([a, b], force=True)["warnings"] != []
+
+
+def test_runs_with_other_selections_are_paired_on_what_they_share_with_a_note(runs, tmp_path, capsys):
+    tasks, run_a, run_b = runs
+    base = {"run": {"level": "all", "limit": 10, "offset": 0, "only": [], "shard": None,
+                    "toolsearcher_scorer": None}}
+    ten = _with_config(tmp_path, run_a, "ten", base, keep=10)
+    six = _with_config(tmp_path, run_b, "six", {"run": {**base["run"], "limit": 6}}, keep=6)
+    full = _with_config(tmp_path, run_a, "full", {"run": {**base["run"], "limit": None}})
+    level3 = _with_config(tmp_path, run_b, "k_level3", {"run": {**base["run"], "limit": None}},
+                          selection={"pytest": {"-k": "level3"}}, only_level="3")
+    comp = compare([ten, six])["comparisons"][0]
+    assert comp["notes"] == ["limit 6 vs 10"] and comp["refused"] == []
+    assert (comp["shared"], comp["paired"], comp["only_in_baseline"]) == (6, 6, 4)
+    assert comp["overall"]["n"] == 6
+    comp = compare([full, level3])["comparisons"][0]
+    assert comp["notes"] == ["pytest -k level3 vs none"] and comp["shared"] == 34
+    assert cli_main(["compare", str(ten), str(six)]) == 0
+    assert "note: the selection differs (limit 6 vs 10); paired on the 6 instances both hold" in capsys.readouterr().out
+
+
+def test_fail_if_worse_exits_1_only_on_a_significant_loss(runs, tmp_path, capsys):
+    tasks, run_a, _ = runs
+    worse = score_folder(tmp_path, "worse", tasks, set(range(0, 100, 4)))  # 25 of the 100 wrong, none in run_a's
+    assert cli_main(["compare", str(run_a), str(worse), "--fail-if-worse", "0.05"]) == 1
+    assert "worse is significantly worse than run_a" in capsys.readouterr().err
+    assert cli_main(["compare", str(worse), str(run_a), "--fail-if-worse", "0.05"]) == 0  # better, not worse
+    assert cli_main(["compare", str(run_a), str(worse)]) == 0  # no gate asked for: a comparison is not a failure
+    close = score_folder(tmp_path, "close", tasks, set(range(0, 100, 9)) | {1})  # one instance worse: noise
+    assert cli_main(["compare", str(run_a), str(close), "--fail-if-worse", "0.05"]) == 0
+    overall = compare([run_a, close])["comparisons"][0]["overall"]
+    assert overall["difference"] < 0 and overall["mcnemar_p"] > 0.05
 
 
 def test_cli_table_and_json(runs, capsys):

@@ -82,7 +82,7 @@ def test_a_disk_error_on_write_costs_no_answer(stub, tmp_path, monkeypatch):
                                  '{"key": "%s", "text": "x", "prompt_tokens": "many"}', "{torn", "[1, 2]"])
 def test_a_malformed_entry_is_a_miss_and_is_repaired(stub, tmp_path, bad):
     client = client_for(stub.url, tmp_path)
-    key = cache_module.request_key(client.request_body(MESSAGES))
+    key = client.cache_key(client.request_body(MESSAGES))
     path = client.cache.path(key)
     path.parent.mkdir(parents=True)
     path.write_text(bad.replace("%s", key) if "%s" in bad else bad)

@@ -123,7 +123,7 @@ def test_a_dead_endpoint_trips_the_circuit_breaker(tmp_path):
                           "--no-cache", "--concurrency", "1", "--max-consecutive-errors", "3")
         requests = len(stub.chat_requests)
     assert run.returncode == 1, run.stdout[-2000:]
-    assert "consecutive instances failed at the model endpoint" in run.stdout
+    assert "model requests in a row failed at the endpoint" in run.stdout
     results = read_jsonl(tmp_path / "results.jsonl")
     assert 3 <= len(results) < 40 and requests < 40
     assert all(line["stage"] == "error" for line in results)  # never a wrong answer
@@ -143,7 +143,7 @@ def test_an_instance_over_its_time_limit_is_an_error_row(tmp_path):
 def test_a_failed_start_leaves_the_earlier_results_alone(tmp_path):
     assert bench(tmp_path, "--apibank-model", "gold", "--apibank-limit", "3").returncode == 0
     before = (tmp_path / "results.jsonl").read_text()
-    run = run_command(tmp_path, "--model", "stub", "--base-url", "http://127.0.0.1:9/v1", "--limit", "3")
+    run = run_command(tmp_path, "--model", "stub", "--base-url", "http://127.0.0.1:9/v1", "--limit", "3", "--overwrite")
     assert run.returncode == 3, run.stdout[-2000:]
     assert "cannot reach the model endpoint" in run.stdout + run.stderr
     assert (tmp_path / "results.jsonl").read_text() == before

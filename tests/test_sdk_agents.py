@@ -223,6 +223,7 @@ def test_every_topology_and_agent_kind_on_two_instances(stub, apibank_root, topo
 
 
 def test_each_agent_kind_writes_its_own_results_folder():
-    assert RunConfig(topology="independent").results_dir.endswith("results/apibank/independent")
-    assert RunConfig(topology="independent", agent_kind="sdk").results_dir.endswith("results/apibank/independent_sdk")
-    assert RunConfig(topology="agents_sdk").results_dir.endswith("results/apibank/agents_sdk")
+    assert RunConfig(topology="independent").results_dir.endswith("results/apibank/embedded/independent-n4")
+    assert RunConfig(topology="independent", agent_kind="sdk").results_dir.endswith(
+        "results/apibank/embedded/independent_sdk-n4")
+    assert RunConfig(topology="agents_sdk").results_dir.endswith("results/apibank/embedded/agents_sdk")

@@ -26,7 +26,7 @@ def test_defaults():
     assert (cfg.level, cfg.topology, cfg.team_size, cfg.rounds, cfg.message_format) == ("all", "single", 4, 2, "freeform")
     assert cfg.cache is True and cfg.constrained is None and cfg.limit is None
     assert (cfg.temperature, cfg.top_p, cfg.max_tokens, cfg.timeout, cfg.max_retries) == (0.2, 0.9, 1024, 60.0, 5)
-    assert cfg.results_dir.endswith("results/apibank/single")
+    assert cfg.results_dir.endswith("results/apibank/embedded/single")
     assert cfg.cache_root == Path("~/.cache/apibank-bench").expanduser()
 
 
@@ -147,7 +147,7 @@ def test_run_hands_pytest_the_resolved_settings_not_options():
     args = parser.parse_args(["run", "--topology", "decentralized", "--team-size", "8", "--rounds", "1",
                               "--limit", "5", "--model", "m", "--base-url", "http://a/v1", "http://b/v1",
                               "--no-constrained", "--temperature", "0", "--batch", "-n", "2"])
-    assert pytest_args(args)[1:] == ["-n", "2"]  # nothing for pytest to parse again
+    assert pytest_args(args)[1:] == ["-p", "no:hypothesispytest", "-n", "2"]  # nothing for pytest to parse again
     cfg = run_settings(args)
     assert (cfg.topology, cfg.team_size, cfg.rounds, cfg.limit, cfg.model) == ("decentralized", 8, 1, 5, "m")
     assert cfg.base_url == ["http://a/v1", "http://b/v1"] and cfg.constrained is False and cfg.temperature == 0.0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import warnings
 from typing import Any, Callable
 
@@ -11,6 +13,11 @@ from apibank_bench.llm.local_server import LOCAL_MODEL  # the embedded default: 
 from apibank_bench.llm.probe import probe_models
 from apibank_bench.core.redact import redact
 from apibank_bench.core.settings import RunConfig
+
+#: What of a `/models` entry identifies the model served (not `created`, which some servers set to
+#: the time of asking, nor vLLM's per-request `permission` IDs).
+MODEL_FIELDS = ("id", "root", "parent", "owned_by", "max_model_len", "meta")
+
 
 def needs_local_server(cfg: RunConfig) -> bool:
     return not cfg.is_gold and not cfg.base_url
@@ -38,6 +45,9 @@ def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = Non
         repetition_penalty=cfg.repetition_penalty, thinking=cfg.thinking,
         # llama.cpp's gemma chat format drops system messages: fold them into the user turn.
         fold_system=local,
+        # The embedded server gets a new port each run, but it is always the same model.
+        deployment=cfg.deployment or (f"embedded llama.cpp: {model}" if local else ""),
+        max_consecutive_errors=cfg.max_consecutive_errors,
     )
 
 
@@ -63,11 +73,21 @@ def model_client(cfg: RunConfig, local_url: Callable[[], str] | None) -> ChatCli
         raise dead[0][1]
     # Several endpoints must all take a field for it to be sent: one kind for all, else the standard fields.
     kinds = {server_kind(cfg, answer, local is not None)[0] for answer in answers.values()}
-    client = ChatClient(model_config(cfg, local, next(iter(answers.values())) if len(kinds) == 1 else None))
+    config = model_config(cfg, local, next(iter(answers.values())) if len(kinds) == 1 else None)
+    if not config.deployment:  # the cache keeps answers per deployment: these addresses, serving these models
+        config = dataclasses.replace(config, deployment=deployment(
+            {url: served_models(answers.get(url)) for url in config.base_urls}))
+    client = ChatClient(config)
     for url, exc in dead:  # one of several replicas is down: the run goes on with the others
         warnings.warn(f"{exc}; it is left out of rotation and tried again later", RuntimeWarning, stacklevel=2)
         client.router.eject(url)
     return client
+
+
+def deployment(served: dict[str, Any]) -> str:
+    """What identifies a remote endpoint to the response cache: each address (without credentials)
+    and what its `/models` says it serves. Two servers sharing a model name never share answers."""
+    return json.dumps({redact(url): models for url, models in served.items()}, sort_keys=True)
 
 
 class EndpointUnreachable(RuntimeError):
@@ -86,6 +106,16 @@ def endpoint_models(base_url: str | None, require: bool = False) -> Any:
         reason = redact(probe.error.split(": ", 1)[-1])
         raise EndpointUnreachable(f"cannot reach the model endpoint {redact(base_url)}: {reason}")
     return probe.body if probe.body is not None else {"error": redact(probe.error)}
+
+
+def served_models(answer: Any) -> Any:
+    """What a `/models` answer says identifies the models served (`MODEL_FIELDS` of each entry), or
+    that it gave none (an error answer; None: the endpoint did not answer when the run started)."""
+    entries = answer.get("data") if isinstance(answer, dict) else None
+    if not isinstance(entries, list):
+        return {"status": (answer or {}).get("error", "no model list") if isinstance(answer, dict) else "unreachable"}
+    return sorted(json.dumps({key: entry[key] for key in MODEL_FIELDS if key in entry}, sort_keys=True, default=str)
+                  for entry in entries if isinstance(entry, dict))
 
 
 def describe_model(cfg: RunConfig, models: Any = None) -> dict:

@@ -44,7 +44,8 @@ def run_settings(args) -> settings.RunConfig:
 def pytest_args(args) -> list[str]:
     """The `pytest bench_tests ...` command line a `run` invocation stands for (its settings travel as
     `GivenSettings`, not as options)."""
-    argv = [str(BENCH_TESTS)]
+    # Hypothesis's plugin imports all of hypothesis for its closing summary: seconds a benchmark does not use.
+    argv = [str(BENCH_TESTS), "-p", "no:hypothesispytest"]
     workers = settings.value_of(args, "workers")
     if workers:
         argv += ["-n", str(workers)]

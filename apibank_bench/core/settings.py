@@ -23,6 +23,7 @@ import contextlib
 import importlib
 import json
 import os
+import re
 import warnings
 from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
@@ -205,18 +206,25 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("toolsearcher_scorer", "how a ToolSearcher call is scored",
             choices="apibank_bench.scoring.toolsearcher_scorers:SCORERS",
             default_text="`keyword` for Level 1, else `official`", commands=(*_RUN, "score")),
-    Setting("out_dir", "where results go (emptied when the first instance of a fresh run finishes)",
-            default_text="`results/apibank/<topology>` (`_sdk` added for sdk agents, `_replicas` for replicas)",
-            role=_OP, commands=("run", "score")),
-    Setting("resume", "skip instances already finished in `results.jsonl` (errored ones run again); `optimize`: "
-            "continue a killed job from its finished phases", parse_bool, False, flag=True, role=_OP,
+    Setting("out_dir", "where results go: one run per folder (a fresh run into a folder holding another run's "
+            "results is refused)", default_text="`results/apibank/<model>/<topology>` (see "
+            "[Results](#results-folders))", role=_OP, commands=("run", "score")),
+    Setting("resume", "continue the run in the out dir: skip instances already finished in `results.jsonl` "
+            "(errored ones run again); refused if the run there measured other settings; `optimize`: continue a "
+            "killed job from its finished phases", parse_bool, False, flag=True, role=_OP,
             commands=("run", "optimize")),
+    Setting("overwrite", "replace the results in the out dir with a fresh run", parse_bool, False, flag=True,
+            role=_OP, commands=("run",)),
+    Setting("force", "resume (or rerun part of) a run made with other settings, the differences recorded in "
+            "`run.json` and `summary.json`; `compare`: compare runs whose data, manifest or ToolSearcher scorer "
+            "differ (with a warning)", parse_bool, False, flag=True, role=_OP, commands=("run", "compare")),
     Setting("concurrency", "instances in flight at once in each process", _at_least(1),
             default_text="remote: 32, embedded model and gold: 1; `optimize`: 8", role=_OP, commands=_TEAM),
     Setting("instance_timeout", "seconds one instance may take before it becomes an error row (0 = no limit)",
             _at_least(0, float), 600.0, role=_OP),
-    Setting("max_consecutive_errors", "stop the run after this many instances in a row fail at the endpoint "
-            "(0 = never)", _at_least(0), 10, role=_OP),
+    Setting("max_consecutive_errors", "stop the run after this many model requests in a row fail at the endpoint, "
+            "retries included, with no success between (0 = never); requests in flight then stop retrying",
+            _at_least(0), 10, role=_OP),
     Setting("epochs", "solve every instance K times; epoch e samples with every seed moved by e x 10000 (epoch 0: "
             "the protocol's seeds); one row, case and trace per (instance, epoch)", _at_least(1), 1),
     Setting("baseline", "a results folder to gate against: after the run, pair on the shared instances and fail "
@@ -262,6 +270,9 @@ SETTINGS: tuple[Setting, ...] = (
             flag=True, deprecated_env=_NO_CACHE, group="model", role=_OP, commands=_TEAM),
     Setting("cache_dir", "the cache folder (responses, the assembled embedded model, the ToolSearcher model)",
             default="~/.cache/apibank-bench", group="model", role=_OP, commands=(*_TEAM, "score")),
+    Setting("deployment", "the name the response cache keeps this endpoint's answers under; endpoints given the "
+            "same name share answers", group="model", role=_OP,
+            default_text="the addresses, the model name and what `/models` says about it"),
     # settings of one command, not of a benchmark run
     Setting("workers", "pytest-xdist worker processes (e.g. 2 or auto); per cell for `sweep`", short="-n",
             role=_OP, of_run=False),
@@ -317,6 +328,11 @@ BY_NAME = {setting.name: setting for setting in SETTINGS}
 RUN_SETTINGS = tuple(setting for setting in SETTINGS if setting.of_run)
 #: Where a sweep's cells run (flags of `sweep` only).
 SWEEP_SETTINGS = tuple(setting for setting in SETTINGS if setting.group == "sweep")
+
+
+def names(role: str) -> tuple[str, ...]:
+    """The settings of one role, in the table's order."""
+    return tuple(setting.name for setting in SETTINGS if setting.role == role)
 TEAM_SIZES = (2, 4, 8, 10)
 RUN_DEFAULT_LIMIT = 2  #: `apibank-bench run` runs 2 instances unless told otherwise (`--limit 0` = all)
 
@@ -357,12 +373,25 @@ class _Base:
 
     @property
     def results_dir(self) -> str:
-        # Another agent kind or team protocol gets its own folder, so a resumed run never mixes them.
+        """`out_dir`, else a folder per model and per the settings most often varied, so that two
+        runs a user is likely to make one after the other do not meet in one folder:
+        `results/apibank/<model>/<topology>[_<kind>][-n<team size>][-r<rounds>][-<format>][-seed<seed>]`
+        (`results/apibank/gold` for the self-check)."""
+        if self.out_dir:
+            return self.out_dir
+        if self.is_gold:
+            return os.path.join("results", "apibank", "gold")
         plain = self.agent_kind == "chat" or self.topology == "agents_sdk"
         name = self.topology if plain else f"{self.topology}_{self.agent_kind}"
         if self.team_protocol != "topology":
             name += f"_{self.team_protocol}"
-        return self.out_dir or os.path.join("results", "apibank", "gold" if self.is_gold else name)
+        team = self.topology not in ("single", "agents_sdk")
+        if team:
+            name += f"-n{self.team_size}" + (f"-r{self.rounds}" if self.topology == "decentralized" else "")
+            name += "" if self.message_format == "freeform" else f"-{self.message_format}"
+        name += f"-seed{self.seed}" if self.seed else ""
+        model = re.sub(r"[^A-Za-z0-9._-]+", "_", self.model or "embedded").strip("._") or "model"
+        return os.path.join("results", "apibank", model, name)
 
     @property
     def instances_in_flight(self) -> int:

@@ -6,7 +6,9 @@ this module adds what a benchmark run needs around it: the retry policy of
 caller of one client, Agents SDK agents included; it backs off on HTTP 429), one
 request for identical requests in flight at once, the choice among several base URLs
 (`router.py`: by load, a retry elsewhere), per-call token/latency accounting and the
-on-disk response cache (a hit makes no HTTP request).
+on-disk response cache (a hit makes no HTTP request), and
+early stops (`stop.py`): the run's circuit breaker and one instance's stop end retries at once;
+answers are cached per deployment.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from apibank_bench.llm.limit import AdaptiveLimit
 from apibank_bench.core.text import SURROGATES
 from apibank_bench.llm.retry import RetryPolicy, is_retryable
 from apibank_bench.llm.router import Router
+from apibank_bench.llm.stop import Breaker, Stopped, current_instance
 
 #: Placeholder key for local servers, which accept any key (openai needs one).
 NO_KEY = "sk-no-key"
@@ -46,6 +49,7 @@ class Completion:
     error: str | None = None
     finish_reason: str | None = None
     tool_calls: list[dict[str, str]] = field(default_factory=list)  # [{name, arguments (JSON text)}], in order
+    stopped: str | None = None  # "run" or "instance": not asked (or retried) because that stopped
 
 
 class ModelError(Exception):
@@ -132,6 +136,10 @@ class ChatClient:
     kept as `.retry` for other callers); `limiter` is the semaphore that caps
     requests in flight (default: one of `config.max_in_flight` slots for this
     client; pass one semaphore to several clients to cap them together).
+    `breaker` stops every request once the endpoint has failed
+    `config.max_consecutive_errors` attempts in a row (`breaker.on_trip` tells the run);
+    `sleep` replaces the wait between attempts (tests), which otherwise ends early
+    when the run or the request's instance stops.
     """
 
     def __init__(
@@ -141,15 +149,20 @@ class ChatClient:
         retry_base_delay: float = 1.0,
         retry_max_delay: float = 30.0,
         limiter: AdaptiveLimit | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
+        breaker: Breaker | None = None,
     ):
         if not config.base_urls:
             raise ValueError("ModelConfig.base_urls is empty (start the local server first)")
         if not config.model:
             raise ValueError("ModelConfig.model is empty")
         self.config = config
-        self.retry = RetryPolicy(config.max_retries, retry_base_delay, retry_max_delay, sleep)
+        self._sleep = sleep
+        self.retry = RetryPolicy(config.max_retries, retry_base_delay, retry_max_delay, self._wait)
         self.limiter = limiter if limiter is not None else AdaptiveLimit(config.max_in_flight)
+        self.breaker = breaker if breaker is not None else Breaker(config.max_consecutive_errors)
+        self.waiting = 0  #: requests waiting to retry now (the progress line shows them)
+        self._waiting_lock = threading.Lock()
         self._in_flight: dict[str, Future] = {}  # cache key -> the request being made for it
         self._in_flight_lock = threading.Lock()
         self.stats = UsageStats()
@@ -164,6 +177,33 @@ class ChatClient:
             for url in config.base_urls
         }
         self.router = Router(config.base_urls, config.routing)
+
+    # -- stopping early ----------------------------------------------------------------
+
+    def _check_stop(self) -> None:
+        """Raise Stopped if the run (the breaker) or this request's instance has stopped."""
+        if self.breaker.reason:
+            raise Stopped(f"the run was stopped: {self.breaker.reason}", "run")
+        instance = current_instance()
+        if instance is not None and instance.cause:
+            raise Stopped(f"not asked: another request of this instance failed ({instance.cause})", "instance")
+
+    def _wait(self, seconds: float) -> None:
+        """The wait before a retry; it ends early, raising Stopped, when the run or the instance stops."""
+        with self._waiting_lock:
+            self.waiting += 1
+        try:
+            if self._sleep is not None:
+                self._sleep(seconds)
+            else:
+                deadline = time.monotonic() + seconds
+                while (left := deadline - time.monotonic()) > 0:
+                    self._check_stop()
+                    time.sleep(min(left, 0.05))
+            self._check_stop()
+        finally:
+            with self._waiting_lock:
+                self.waiting -= 1
 
     def request_body(
         self, messages: Sequence[dict[str, Any]], *, extra_body: dict[str, Any] | None = None,
@@ -185,6 +225,11 @@ class ChatClient:
             body["tools"] = list(tools)
         return body
 
+    def cache_key(self, body: dict[str, Any]) -> str:
+        """The request's key in the response cache. The deployment is part of it: another server's
+        answers under the same model name are not this one's."""
+        return request_key({**body, "deployment": self.config.deployment or sorted(self.config.base_urls)})
+
     def complete(
         self, messages: Sequence[dict[str, Any]], *, extra_body: dict[str, Any] | None = None,
         seed: int | None = None, tools: list[dict[str, Any]] | None = None,
@@ -195,7 +240,7 @@ class ChatClient:
         """
         started = time.monotonic()
         body = self.request_body(messages, extra_body=extra_body, seed=seed, tools=tools)
-        key = request_key(body) if self.cache is not None else ""
+        key = self.cache_key(body) if self.cache is not None else ""
         if self.cache is not None:
             entry = self.cache.get(key)
             if entry is not None:
@@ -215,6 +260,9 @@ class ChatClient:
         completion = self._request_once(key, body, started)
         self.stats.add(completion)
         if completion.error is not None:
+            instance = current_instance()
+            if instance is not None and completion.stopped != "instance":
+                instance.fail(completion.error)  # the instance is an error row: its other requests stop
             raise ModelError(completion.error, completion)
         if self.cache is not None and (completion.text or completion.tool_calls):  # an empty answer is asked again
             self.cache.put(key, {
@@ -241,6 +289,8 @@ class ChatClient:
                 pending = self._in_flight[key] = Future()
         if not owner:
             shared = pending.result()
+            if shared.stopped == "instance":  # the owner's instance stopped, not ours: ask for ourselves
+                return self._request_once(key, body, started)
             return dataclasses.replace(shared, latency_s=time.monotonic() - started, attempts=0, cached=True)
         try:
             completion = self._request(body, started)
@@ -261,19 +311,29 @@ class ChatClient:
 
         def attempt() -> Completion:
             nonlocal attempts, url
-            attempts += 1
+            self._check_stop()
             with self.limiter.slot(), self.router.request(avoid=url) as chosen:  # a retry goes elsewhere
+                self._check_stop()  # the run may have stopped while this request waited for a slot
+                attempts += 1
                 url = chosen
                 try:
-                    response = self._clients[url].chat.completions.create(**kwargs)
+                    completion = self._read(self._clients[url].chat.completions.create(**kwargs), url, attempts,
+                                            started)
                 except openai.RateLimitError:
-                    self.limiter.throttled()
+                    self.limiter.throttled()  # a throttling endpoint is alive: not a failure in a row
+                    raise
+                except Exception as exc:
+                    self.breaker.failed(describe_error(exc, [self.config.api_key]))
                     raise
             self.limiter.succeeded()
-            return self._read(response, url, attempts, started)
+            self.breaker.succeeded()
+            return completion
 
         try:
             return self.retry.call(attempt)
+        except Stopped as exc:
+            return Completion(text="", latency_s=time.monotonic() - started, attempts=attempts, base_url=url,
+                              error=str(exc.args[0]), stopped=exc.args[1])
         except Exception as exc:  # noqa: BLE001 - every failure becomes this request's error
             error = describe_error(exc, [self.config.api_key])
             if is_retryable(exc):

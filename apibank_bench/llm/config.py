@@ -94,6 +94,11 @@ class ModelConfig:
     thinking: bool = BY_NAME["thinking"].default
     fold_system: bool = False
     routing: str = BY_NAME["routing"].default  #: how requests are spread over `base_urls` (llm/router.py)
+    #: What identifies the endpoint to the response cache (answers cached under one deployment are
+    #: never given for another); empty: the base URLs.
+    deployment: str = ""
+    #: Failed attempts in a row (no success between) after which every request stops (0 = never).
+    max_consecutive_errors: int = BY_NAME["max_consecutive_errors"].default
 
     def __post_init__(self) -> None:
         self.base_urls = [url.strip().rstrip("/") for url in self.base_urls if url and url.strip()]

@@ -137,10 +137,28 @@ def ids_to_run(config) -> list[str]:
     if not selected_ids(config):
         raise pytest.UsageError("apibank: the selection is empty (check --apibank-level/-limit/-offset/-only/-shard)")
     cases = selected_cases(config)
-    if cfg.resume:
+    if cfg.resume and not cfg.overwrite:
         done = finished_keys(Path(cfg.results_dir))
         cases = [case for case in cases if split_case(case) not in done]
     return cases
+
+
+def narrowing(config) -> dict:
+    """The pytest options of this session that run only part of the selection (`-k`, `-m`,
+    `--deselect`, `--lf`, test IDs), as given; empty when pytest runs all of it."""
+    option = config.option
+    chosen = {"-k": getattr(option, "keyword", ""), "-m": getattr(option, "markexpr", ""),
+              "--deselect": list(getattr(option, "deselect", None) or []),
+              "--lf": bool(getattr(option, "lf", False)),
+              "test IDs": [str(arg) for arg in config.args if "::" in str(arg)]}
+    return {name: value for name, value in chosen.items() if value}
+
+
+def task_id_of(nodeid: str) -> str | None:
+    """The instance of a benchmark test's node ID (`...::test_apibank[<task id>]`), else None."""
+    if "test_apibank[" not in nodeid:
+        return None
+    return nodeid.split("test_apibank[", 1)[1][:-1]
 
 
 def my_instances(session) -> list[str]:

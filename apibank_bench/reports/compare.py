@@ -4,9 +4,11 @@ The first run is the baseline; every other run is compared to it, overall and pe
 accuracy, the difference with a seeded paired-bootstrap 95 % interval, the exact McNemar test,
 and the instances won and lost, and the minimum detectable difference: the smallest difference
 this paired design (its n, with the discordance it showed) detects with 80 % power. Rows that
-are infrastructure errors in either run are left out of the pairing (and counted). Runs whose
-recorded data, manifest, scorer or selection differ are not comparable: `compare` refuses them
-unless forced.
+are infrastructure errors in either run are left out of the pairing (and counted). `pair` holds
+the rules (the pytest regression gate, reports.gate, uses them too): runs whose recorded data,
+manifest or ToolSearcher scorer differ are not comparable (`compare` refuses them, saying how they
+differ in words, unless forced); runs that differ in the selection are paired on the instances
+they share, with a note.
 
 Runs of several epochs are paired on epoch 0 (the epoch whose seeds a run without epochs uses),
 one pair per instance, so the exact McNemar test stays valid; each run's mean accuracy over its
@@ -16,27 +18,28 @@ beside. Each run's tokens per correct answer (runs.summary.tokens_per_correct) t
 
 from __future__ import annotations
 
-import json
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from apibank_bench.core.settings import RUN_SETTINGS, SELECTION
+from apibank_bench.core import settings
 from apibank_bench.runs.results import RESULTS, read_jsonl, read_summary
 from apibank_bench.runs.epochs import epoch_summary, row_key
 from apibank_bench.runs.stats import discordant, mcnemar_exact, min_detectable_difference, paired_bootstrap
 from apibank_bench.runs.summary import is_correct, is_error, tokens_per_correct
 
-#: What must agree between compared runs, as paths into summary.json's `config` (first present wins).
-GUARDED = {
-    "data hash": ("data_hash", "provenance.data_hash", "run.data_hash"),
-    "manifest": ("manifest_hash", "run.manifest", "run.level"),
-    "scorer": ("run.toolsearcher_scorer", "toolsearcher_scorer"),
-    # the instances: the manifest's hash, else every setting whose role is selection (the level: "manifest")
-    "selection": ("provenance.manifest_hash",
-                  *(f"run.{setting.name}" for setting in RUN_SETTINGS if setting.role == SELECTION
-                    and setting.name != "level")),
+#: What must agree between compared runs, by name, as paths into summary.json's `config`
+#: (the first path both runs recorded decides; a path only one run recorded is not a difference).
+MUST_AGREE = {
+    "data lock": ("data_hash", "provenance.data_hash", "run.data_hash"),
+    "manifest": ("run.level", "manifest"),
+    "ToolSearcher scorer": ("run.toolsearcher_scorer", "toolsearcher_scorer"),
 }
+#: Settings that choose the instances: runs that differ in them are paired on the instances they share.
+SELECTION = tuple(setting.name for setting in settings.RUN_SETTINGS
+                  if setting.role == settings.SELECTION and setting.name != "level")
+MANIFESTS = {"all": "the 100-task eval manifest", "1": "the Level-1 curated list", "2": "the Level-2 curated list",
+             "3": "the Level-3 curated list"}
 _MISSING = object()
 
 
@@ -73,30 +76,98 @@ def _lookup(config: dict, dotted: str):
     return value
 
 
-def guarded_values(config: dict) -> dict[str, dict[str, object]]:
-    """Per guarded aspect, the values recorded at its paths (absent paths left out)."""
-    values = {}
-    for aspect, paths in GUARDED.items():
-        found = {path: _lookup(config, path) for path in paths}
-        values[aspect] = {path: value for path, value in found.items() if value is not _MISSING}
-    return values
+def _words(aspect: str, value) -> str:
+    """A recorded value as a reader wants it: a hash cut short, a manifest by its name, a default said."""
+    if aspect == "data lock":
+        return f"{str(value)[:12]}..." if isinstance(value, str) and len(value) > 16 else _text(value)
+    if aspect == "manifest":
+        return f"level {value} ({MANIFESTS[str(value)]})" if str(value) in MANIFESTS else _text(value)
+    if aspect == "ToolSearcher scorer" and value is None:
+        return "default (keyword for Level 1, else official)"
+    return _text(value)
 
 
-def mismatches(runs: list[Run], aspects=tuple(GUARDED)) -> list[str]:
-    """One message per aspect (of `aspects`) on which a run differs from the baseline at a path both recorded."""
-    base = guarded_values(runs[0].config)
-    messages = []
-    for run in runs[1:]:
-        values = guarded_values(run.config)
-        for aspect in aspects:
-            # The first path both runs recorded decides (a hash, where there is one, before the raw options).
-            common = [path for path in GUARDED[aspect] if path in values[aspect] and path in base[aspect]][:1]
-            theirs = {path: values[aspect][path] for path in common}
-            ours = {path: base[aspect][path] for path in common}
-            if theirs != ours:
-                messages.append(f"{run.name} differs from {runs[0].name} in {aspect} "
-                                f"({json.dumps(theirs, default=str)} vs {json.dumps(ours, default=str)})")
-    return messages
+def _text(value) -> str:
+    if value is None or value == [] or value == {}:
+        return "none"
+    if isinstance(value, (list, tuple)):
+        return "/".join(map(str, value)) if len(value) == 2 and all(isinstance(v, int) for v in value) \
+            else ",".join(map(str, value))
+    if isinstance(value, dict):
+        return " ".join(f"{key} {_text(item)}" if not isinstance(item, bool) else key for key, item in value.items())
+    return str(value)
+
+
+def _selection(config: dict) -> dict[str, object]:
+    """The selection a run recorded: its selection settings and what pytest deselected (`-k`...)."""
+    found = {name: _lookup(config, f"run.{name}") for name in SELECTION}
+    return {**{name: value for name, value in found.items() if value is not _MISSING},
+            "pytest": (config.get("_selection") or {}).get("pytest") or {}}
+
+
+def refusals(base_config: dict, run_config: dict, aspects=tuple(MUST_AGREE)) -> list[str]:
+    """How two recorded configs differ in what must agree (`aspects` of MUST_AGREE), in words."""
+    refused = []
+    for aspect in aspects:
+        both = [path for path in MUST_AGREE[aspect]
+                if _lookup(base_config, path) is not _MISSING and _lookup(run_config, path) is not _MISSING][:1]
+        for path in both:
+            ours, theirs = _lookup(base_config, path), _lookup(run_config, path)
+            if ours != theirs:
+                refused.append(f"{aspect} {_words(aspect, theirs)} vs {_words(aspect, ours)}")
+    return refused
+
+
+def mismatches(runs: list[Run], aspects=tuple(MUST_AGREE)) -> list[str]:
+    """One message per run that differs from the baseline (the first) in `aspects`."""
+    return [f"{run.name} vs {runs[0].name}: {'; '.join(found)}" for run in runs[1:]
+            if (found := refusals(runs[0].config, run.config, aspects))]
+
+
+@dataclass
+class Pairing:
+    """What two runs can be compared on: the rules of `pair`."""
+
+    refused: list[str]  #: why the runs are not comparable, in words ("ToolSearcher scorer keyword vs official")
+    notes: list[str]  #: what differs and is paired anyway ("limit 6 vs 10")
+    shared: list[str]  #: instances both runs hold, in the baseline's order
+    paired: list[str]  #: those with an answer in both (error rows left out)
+    errors_excluded: dict[str, int]  #: shared instances left out for an error row, per run
+
+
+def pair(baseline: Run, run: Run) -> Pairing:
+    """The one rule of a paired comparison (`compare`, and the pytest regression gate).
+
+    Data, manifest and ToolSearcher scorer must agree where both runs recorded them (else
+    `refused` says, in words, how they differ: "ToolSearcher scorer keyword vs official",
+    run's value first). The selection (`--limit`, `--offset`, `--only`, `--shard`, and
+    pytest's `-k`, `--deselect`, `--lf`) may differ: the runs are then paired on the
+    instances both hold, with a note ("limit 6 vs 10"). Rows that are errors in either run
+    are left out of the pairing and counted.
+    """
+    base_config, run_config = _with_selection(baseline), _with_selection(run)
+    refused = refusals(base_config, run_config)
+    ours, theirs = _selection(base_config), _selection(run_config)
+    notes = [f"{name} {_text(theirs[name])} vs {_text(ours[name])}" for name in [*SELECTION, "pytest"]
+             if name in ours and name in theirs and ours[name] != theirs[name]]
+    base, other = first_epoch(baseline.rows), first_epoch(run.rows)
+    shared = [task_id for task_id in base if task_id in other]
+    paired = [task_id for task_id in shared if not is_error(base[task_id]) and not is_error(other[task_id])]
+    if len(shared) < max(len(base), len(other)) and not notes:
+        notes.append(f"{len(other)} vs {len(base)} instances")
+    errors = {"baseline": sum(is_error(base[i]) for i in shared), "run": sum(is_error(other[i]) for i in shared)}
+    return Pairing(refused, notes, shared, paired, errors)
+
+
+def _with_selection(run: Run) -> dict:
+    """The run's config with its summary's record of the selection (pytest's part) beside it."""
+    return {**run.config, "_selection": run.summary.get("selection") or {}}
+
+
+def significantly_worse(stats: dict, alpha: float) -> bool:
+    """Whether paired statistics (`paired_stats`) show the run worse than the baseline at level `alpha`
+    (exact two-sided McNemar test on the discordant instances)."""
+    return stats["difference"] < 0 and stats["mcnemar_p"] < alpha
 
 
 def paired_stats(ids: list[str], base: dict[str, dict], other: dict[str, dict], seed: int) -> dict:
@@ -133,20 +204,18 @@ def run_facts(run: Run) -> dict:
     return facts
 
 
-def compare_pair(baseline: Run, run: Run, seed: int = 0) -> dict:
-    base = first_epoch(baseline.rows)
-    other = first_epoch(run.rows)
-    shared = [i for i in base if i in other]
-    paired = [i for i in shared if not is_error(base[i]) and not is_error(other[i])]
+def compare_pair(baseline: Run, run: Run, seed: int = 0, pairing: Pairing | None = None) -> dict:
+    """The paired statistics of `run` against `baseline`, on the instances `pair` pairs (epoch 0)."""
+    pairing = pairing or pair(baseline, run)
+    base, other = first_epoch(baseline.rows), first_epoch(run.rows)
     levels: dict[str, list[str]] = {}
-    for i in paired:
+    for i in pairing.paired:
         levels.setdefault(str(base[i].get("level")), []).append(i)
     return {
-        "run": run.name, "baseline": baseline.name, "shared": len(shared), "paired": len(paired),
-        "only_in_baseline": len(base) - len(shared), "only_in_run": len(other) - len(shared),
-        "errors_excluded": {"baseline": sum(is_error(base[i]) for i in shared),
-                            "run": sum(is_error(other[i]) for i in shared)},
-        "overall": paired_stats(paired, base, other, seed),
+        "run": run.name, "baseline": baseline.name, "shared": len(pairing.shared), "paired": len(pairing.paired),
+        "only_in_baseline": len(base) - len(pairing.shared), "only_in_run": len(other) - len(pairing.shared),
+        "errors_excluded": pairing.errors_excluded, "notes": pairing.notes, "refused": pairing.refused,
+        "overall": paired_stats(pairing.paired, base, other, seed),
         "by_level": {level: paired_stats(levels[level], base, other, seed) for level in sorted(levels)},
     }
 
@@ -154,15 +223,24 @@ def compare_pair(baseline: Run, run: Run, seed: int = 0) -> dict:
 def compare_runs(runs: list[Run], seed: int = 0, force: bool = False) -> dict:
     if len(runs) < 2:
         raise ValueError("compare needs at least two results folders")
-    problems = mismatches(runs)
+    pairings = [(run, pair(runs[0], run)) for run in runs[1:]]
+    problems = [f"{run.name} vs {runs[0].name}: {'; '.join(pairing.refused)}" for run, pairing in pairings
+                if pairing.refused]
     if problems and not force:
-        raise RunMismatch("; ".join(problems) + " (--force compares anyway)")
-    comparisons = [compare_pair(runs[0], run, seed) for run in runs[1:]]
+        raise RunMismatch("not comparable: " + "; ".join(problems) + " (--force compares anyway)")
+    comparisons = [compare_pair(runs[0], run, seed, pairing) for run, pairing in pairings]
     problems += [f"{comp['run']} and {comp['baseline']} have no instance to pair" for comp in comparisons
                  if not comp["paired"]]
     return {"baseline": runs[0].name, "seed": seed, "warnings": problems,
             "runs": [run_facts(run) for run in runs],
             "comparisons": comparisons}
+
+
+def regressions(result: dict, alpha: float) -> list[str]:
+    """One line per run significantly worse than the baseline overall (see `significantly_worse`)."""
+    return [f"{comp['run']} is significantly worse than {comp['baseline']}: {comp['overall']['difference']:+.1%} "
+            f"on {comp['overall']['n']} paired instances, McNemar p = {format_p(comp['overall']['mcnemar_p'])} "
+            f"< {alpha:g}" for comp in result["comparisons"] if significantly_worse(comp["overall"], alpha)]
 
 
 def compare(run_dirs: list, seed: int = 0, force: bool = False) -> dict:
@@ -188,6 +266,9 @@ def format_table(result: dict) -> str:
         lines.append(f"{comp['run']} vs baseline {comp['baseline']}: {comp['paired']} paired instances "
                      f"({comp['shared']} shared; errors left out: {comp['errors_excluded']['baseline']} in baseline, "
                      f"{comp['errors_excluded']['run']} in run)")
+        if comp.get("notes"):
+            lines.append(f"  note: the selection differs ({'; '.join(comp['notes'])}); paired on the "
+                         f"{comp['shared']} instances both hold")
         lines += paired_lines(comp)
         lines.append("")
     lines += [run_line(facts) for facts in result["runs"]]

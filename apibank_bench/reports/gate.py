@@ -23,11 +23,13 @@ from pathlib import Path
 import pytest
 
 from apibank_bench.plugin import bench_requested, is_worker, run_config
-from apibank_bench.reports.compare import Run, compare_pair, format_p, load_run, mismatches, paired_lines
+from apibank_bench.reports.compare import (Run, compare_pair, format_p, load_run, mismatches, paired_lines,
+                                          significantly_worse)
 from apibank_bench.runs.results import SUMMARY, write_atomic
 
-#: What a baseline must share with the run (compare's guarded aspects; the selection may differ).
-MUST_MATCH = ("data hash", "scorer")
+#: What a baseline must share with the run (of compare's MUST_AGREE: the rules of `compare.pair`;
+#: the selection may differ).
+MUST_MATCH = ("data lock", "ToolSearcher scorer")
 REGRESSION_EXIT = 1  #: pytest's exit status when the gate fails (`apibank-bench run` exits 4)
 
 
@@ -75,7 +77,7 @@ def judge(baseline: Run, run: Run, alpha: float = 0.05, seed: int = 0) -> Verdic
     check_baseline(baseline, run.config)
     comparison = compare_pair(baseline, run, seed)
     overall = comparison["overall"]
-    worse = len(overall["lost"]) > len(overall["won"]) and overall["mcnemar_p"] < alpha
+    worse = significantly_worse(overall, alpha)
     return Verdict(comparison, alpha, worse)
 
 

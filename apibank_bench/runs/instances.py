@@ -17,6 +17,7 @@ from typing import Callable, Iterable
 
 from apibank_bench.agents import Solution, Solver
 from apibank_bench.agents.chat_agent import solving_epoch
+from apibank_bench.llm.stop import instance_scope
 from apibank_bench.core.redact import redact
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.runs.results import records
@@ -37,7 +38,7 @@ class InstanceResult:
     task: Task
     score: Score
     payload: dict  #: prediction, result and trace lines
-    endpoint_failure: bool = False  #: an error caused by the model endpoint (counts toward the circuit breaker)
+    endpoint_failure: bool = False  #: an error caused by the model endpoint (a model error)
     epoch: int = 0
 
     @property
@@ -77,9 +78,11 @@ def solve(task: Task, solver: Solver, epoch: int = 0) -> Solved:
     started = time.perf_counter()
     endpoint_failure = False
     try:
-        with solving_epoch(epoch):
+        with solving_epoch(epoch), instance_scope() as stop:  # a request failed for good stops the others
             solution = solver(task)
         errors = _turn_errors(solution)
+        if stop.cause and errors:
+            errors = [stop.cause]  # that request's error, not an "another request failed" that followed it
         endpoint_failure = bool(errors)
     except Exception as exc:  # a solver bug costs this instance only
         solution = Solution(answer=None, trace={"traceback": redact(traceback.format_exc())})
@@ -149,9 +152,9 @@ class InstancePool:
     Instances are named by case ID (runs.epochs: the task ID, with `-epochE` when the run has
     several epochs). `start(ids)` queues instances in the given order (the tests' order, so the
     first tests' instances start first); `result(id)` waits for one, starting
-    it first if it was never queued. After `breaker` consecutive endpoint
-    failures the pool stops: what has not started is cancelled and `result`
-    raises RunStopped for it.
+    it first if it was never queued. `stop(reason)` (the model layer's circuit
+    breaker, -x) cancels what has not started, and `result` raises RunStopped
+    for it.
 
     Scoring runs on a thread of its own (one at a time, as `_SCORING` has it), so an
     instance's thread starts the next instance as soon as its requests are answered:
@@ -160,16 +163,14 @@ class InstancePool:
     """
 
     def __init__(self, load: Callable[[str], Task], solver: Solver, scorer: Scorer, concurrency: int = 1,
-                 time_limit: float | None = None, breaker: int = 0) -> None:
+                 time_limit: float | None = None) -> None:
         self._load, self._solver, self._scorer = load, solver, scorer
         self.time_limit = time_limit
-        self.breaker = breaker
         self._executor = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="apibank-instance")
         self._scoring = ThreadPoolExecutor(max_workers=1, thread_name_prefix="apibank-scoring")
         self._futures: dict[str, Future] = {}
         self._started: dict[str, float] = {}
         self._lock = threading.Lock()
-        self._consecutive_failures = 0
         self.stopped: str | None = None  #: why the pool stopped, once it has
 
     def start(self, ids: Iterable[str]) -> None:
@@ -203,20 +204,10 @@ class InstancePool:
     def _finish(self, solved: Solved, future: Future) -> None:
         try:
             result = score(solved, self._scorer)
-            self._count(result)
         except BaseException as exc:  # noqa: BLE001 - whoever waits for this instance gets the failure
             future.set_exception(exc)
         else:
             future.set_result(result)
-
-    def _count(self, result: InstanceResult) -> None:
-        with self._lock:
-            self._consecutive_failures = self._consecutive_failures + 1 if result.endpoint_failure else 0
-            if self.breaker and self._consecutive_failures >= self.breaker and not self.stopped:
-                self.stopped = (f"stopped after {self._consecutive_failures} consecutive instances failed at the "
-                                f"model endpoint (last: {result.score.error}); fix the endpoint and rerun with "
-                                "--apibank-resume")
-                self._cancel_pending()
 
     def result(self, task_id: str) -> InstanceResult:
         """This instance's result; an error result if it runs over the time limit."""

@@ -26,6 +26,7 @@ RESULTS = "results.jsonl"
 PREDICTIONS = "predictions.jsonl"
 SUMMARY = "summary.json"
 TRACES = "traces"
+RECORD = "run.json"  #: the settings of the folder's run (runs.folder)
 
 
 MAX_STORED_CHARS = 64 * 1024  #: longer strings are stored cut, with their length and hash
@@ -101,7 +102,7 @@ class RunFiles:
         self.out_dir = Path(out_dir)
         self._lock = threading.Lock()
         if not resume:
-            for name in (RESULTS, PREDICTIONS, SUMMARY):
+            for name in (RESULTS, PREDICTIONS, SUMMARY, RECORD):
                 (self.out_dir / name).unlink(missing_ok=True)
             traces = self.out_dir / TRACES
             if traces.is_dir():
@@ -123,16 +124,23 @@ class RunFiles:
                 write_atomic(self.out_dir / TRACES / trace_name(*row_key(result)), to_json(cap_strings(trace)))
 
     def finalize(self, order: Iterable[str], config: dict | None = None, wall_time_s: float | None = None,
-                 extra: dict | None = None) -> dict:
+                 deselected: Iterable[str] = (), extra: dict | None = None) -> dict:
         """Sort both JSONL files into run order (`order`: case IDs, runs.epochs; the last line per
-        instance and epoch wins) and write summary.json (with the `extra` top-level keys)."""
+        instance and epoch wins) and write summary.json.
+
+        `deselected`: cases of `order` that pytest was told not to run (they are not "not run");
+        `extra`: more fields for summary.json."""
         with self._lock:
             keys = [split_case(case) for case in order]
             for name in (PREDICTIONS, RESULTS):
                 put_in_order(self.out_dir / name, keys)
             wanted = set(keys)
             results = [line for line in read_jsonl(self.out_dir / RESULTS) if row_key(line) in wanted]
-            summary = summarize(results, config, wall_time_s, selected=len(keys), trace_dir=self.out_dir / TRACES)
+            have = {row_key(line) for line in results}
+            left_out = {split_case(case) for case in deselected}
+            not_run = sum(1 for key in keys if key not in have and key not in left_out)
+            summary = summarize(results, config, wall_time_s, selected=len(keys), trace_dir=self.out_dir / TRACES,
+                                not_run=not_run)
             summary.update(extra or {})
             write_atomic(self.out_dir / SUMMARY, json.dumps(summary, indent=1, ensure_ascii=False))
             return summary
@@ -235,14 +243,15 @@ def put_in_order(path: Path, order: list[tuple[str, int]]) -> None:
 
 
 def summarize(results: list[dict], config: dict | None = None, wall_time_s: float | None = None,
-              selected: int | None = None, trace_dir: Path | None = None) -> dict:
-    """summary.json (see summary.summarize_rows); `not_run`: selected instances with no line at all."""
+              selected: int | None = None, trace_dir: Path | None = None, not_run: int | None = None) -> dict:
+    """summary.json (see summary.summarize_rows); `not_run`: selected instances with no line at all
+    (default: all of them), less those deselected on purpose."""
     from apibank_bench.runs.summary import read_traces, summarize_rows
 
     summary = summarize_rows(results, read_traces(trace_dir))
     if selected is not None:
         summary["selected"] = selected
-        summary["not_run"] = max(selected - len(results), 0)
+        summary["not_run"] = max(selected - len(results), 0) if not_run is None else not_run
     summary["complete"] = not summary["errors"] and not summary.get("not_run")
     if wall_time_s is not None:
         summary["wall_time_s"] = round(wall_time_s, 3)

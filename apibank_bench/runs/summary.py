@@ -179,8 +179,16 @@ def role_tokens_per_correct(traces: Iterable[dict]) -> dict[str, dict]:
     return {role: _per_correct(per_role[role]) for role in sorted(per_role)}
 
 
+def cache_use(traces: Iterable[dict]) -> dict:
+    """The agent turns of the traces and how many of them the response cache answered (no request
+    was sent: a stored answer, or an identical request in flight at the same time)."""
+    turns = [turn for trace in traces for turn in trace.get("agents") or []]
+    return {"model_calls": len(turns), "answered_by_cache": sum(1 for turn in turns if turn.get("cached"))}
+
+
 def summarize_rows(rows: list[dict], traces: Iterable[dict] = ()) -> dict:
-    """The statistics of summary.json for a run's results rows (and its traces, for per-role tokens).
+    """The statistics of summary.json for a run's results rows (and its traces, for per-role tokens
+    and the response cache's share).
 
     A run of several epochs adds `epochs` (runs.epochs) overall and per level; a team run adds
     `team` (runs.team).
@@ -198,6 +206,7 @@ def summarize_rows(rows: list[dict], traces: Iterable[dict] = ()) -> dict:
         "tokens_by_role": role_tokens(traces),
         "tokens_per_correct": tokens_per_correct(rows),
         "tokens_per_correct_by_role": role_tokens_per_correct(traces),
+        "cache": cache_use(traces),
     }
     if any(row.get("epoch") for row in rows):
         summary["epochs"] = epoch_summary(rows)
@@ -233,6 +242,10 @@ def table_lines(summary: dict) -> list[str]:
         lines.append(f"tokens per correct answer: {per_correct['tokens_per_correct']:.0f} [{low:.0f}, {high:.0f}]")
     lines += epoch_lines(summary)
     lines += team_lines(summary.get("team"))
+    cache = summary.get("cache") or {}
+    if cache.get("model_calls"):
+        lines.append(f"response cache: answered {cache['answered_by_cache']} of {cache['model_calls']} model calls "
+                     "(no request sent)")
     return lines
 
 

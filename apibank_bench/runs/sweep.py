@@ -15,9 +15,9 @@ job (`CellJob`) is the same everywhere, and the job ledger (`runs/jobs.py`, `DIR
 keeps a cell from being submitted while an earlier job of it is still queued or running.
 
 A cell whose summary.json is complete and records the cell's settings is skipped; one that is
-incomplete, or ran a different selection, is resumed. Settings whose role (a field of each setting in
-the table) is operational change how a run is carried out, not what it measures (endpoints,
-concurrency, timeouts, cache): they may differ.
+incomplete, or ran a different selection, is resumed. Settings that change how a run is carried out
+but not what it measures (role `operational` in the settings table: endpoints, concurrency, timeouts,
+cache) may differ.
 A cell folder holding a run with other measured settings is refused before anything runs.
 """
 
@@ -37,6 +37,7 @@ from typing import Any, Callable, Mapping
 from apibank_bench.core import settings
 from apibank_bench.core.paths import require_root
 from apibank_bench.runs.jobs import ENDED, SUBMITTING, Ledger, claim_alive, this_process
+from apibank_bench.runs.folder import stored_settings
 from apibank_bench.runs.results import RESULTS, SUMMARY, read_summary
 
 LOG = "run.log"
@@ -136,11 +137,11 @@ def plan(cell: Cell) -> None:
     except ValueError as exc:
         raise SweepError(f"cell {cell.label}: {str(exc).replace('--apibank-', '--')}") from None
     summary = cell_summary(cell.path)
-    if summary is None:
-        cell.resume = (cell.path / RESULTS).is_file()  # a run killed before its summary: resume it
+    stored = stored_settings(cell.path)  # also there for a run killed before its summary
+    if summary is None and stored is None:
+        cell.resume = (cell.path / RESULTS).is_file()  # a run killed before it recorded anything: resume it
         return
-    stored = (summary.get("config") or {}).get("run")
-    if not isinstance(stored, dict):
+    if stored is None:
         raise SweepError(f"{cell.path} holds results that are not a run (no config.run in {SUMMARY}); "
                          "move it away or choose another --out")
     wanted = _json(cell.cfg.to_dict())
@@ -150,7 +151,7 @@ def plan(cell: Cell) -> None:
         detail = ", ".join(f"{name} {stored.get(name)!r} (the sweep wants {wanted[name]!r})" for name in measured)
         raise SweepError(f"{cell.path} holds a run with other settings: {detail}; move it away or choose another --out")
     cell.summary = summary
-    cell.skip = bool(summary.get("complete")) and not (measured or differ[settings.SELECTION])
+    cell.skip = bool(summary and summary.get("complete")) and not (measured or differ[settings.SELECTION])
     cell.resume = not cell.skip
 
 

@@ -1,0 +1,120 @@
+"""One run per results folder: what a folder records about its run, and who may write into it.
+
+A run writes `run.json` (its settings, when it started, any `--force`) with its first
+line, so even a run killed before its summary says what it measured. Another
+invocation may then:
+
+- `--resume` it (finish what did not finish) when the settings that define the
+  measurement are the same; others (endpoints, concurrency, timeouts, cache: role
+  `operational`) and the selection may differ. Different measured settings are refused
+  in one line naming each, unless `--force` (recorded in run.json and summary.json);
+- narrow it with pytest (`--lf`, `-k`, `-m`, `--deselect`, node IDs): the instances
+  that run are run again and their lines replaced, the others kept (same rule on the
+  settings);
+- start afresh only with `--overwrite`: a fresh run never replaces another run's
+  results silently; it is refused, naming the run there and the flag.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from apibank_bench.core import settings
+from apibank_bench.runs.results import RECORD, RESULTS, SUMMARY, read_jsonl, read_summary, write_atomic
+
+
+
+class FolderTaken(ValueError):
+    """This invocation may not write into the folder (a usage error)."""
+
+
+def _json(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def stored_settings(out_dir: Path) -> dict | None:
+    """The settings of the run in `out_dir`: its run.json, else its summary's `config.run`."""
+    out_dir = Path(out_dir)
+    try:
+        record = json.loads((out_dir / RECORD).read_text(encoding="utf-8"))
+        if isinstance(record.get("settings"), dict):
+            return record["settings"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        run = ((read_summary(out_dir) or {}).get("config") or {}).get("run")
+    except ValueError:
+        return None
+    return run if isinstance(run, dict) else None
+
+
+def holds_results(out_dir: Path) -> bool:
+    out_dir = Path(out_dir)
+    return bool(read_jsonl(out_dir / RESULTS)) or (out_dir / SUMMARY).is_file()
+
+
+def differences(stored: dict, wanted: dict) -> list[str]:
+    """One phrase per measured setting that differs: `model 'gold' (this run: 'stub')`."""
+    wanted = _json(wanted)
+    return [f"{name} {stored.get(name)!r} (this run: {wanted.get(name)!r})"
+            for name in settings.names(settings.MEASUREMENT)
+            if name in wanted and stored.get(name) != wanted[name]]
+
+
+def describe(out_dir: Path) -> str:
+    """The run in a folder, in a few words: `decentralized / stub, 3 instances`."""
+    stored = stored_settings(out_dir) or {}
+    rows = len({row.get("id") for row in read_jsonl(Path(out_dir) / RESULTS)})
+    what = f"{stored.get('topology', '?')} / {stored.get('model') or 'the embedded model'}" if stored else "results"
+    return f"{what}, {rows} instance{'s' if rows != 1 else ''}"
+
+
+@dataclass
+class Decision:
+    keep: bool  #: keep the folder's lines (resume or update) rather than empty it
+    forced: list[str] = field(default_factory=list)  #: measured settings that differ, allowed by --force
+
+
+def decide(out_dir: Path, cfg, narrowed: bool = False) -> Decision:
+    """May a run with settings `cfg` write into `out_dir`, and does it keep what is there?
+
+    `narrowed`: pytest runs only part of the selection (`--lf`, `-k`, ...). Raises
+    FolderTaken with one line saying why not and what to pass instead.
+    """
+    out_dir = Path(out_dir)
+    if cfg.overwrite or not holds_results(out_dir):
+        return Decision(keep=bool(cfg.resume))
+    if not (cfg.resume or narrowed):
+        raise FolderTaken(f"{out_dir} holds another run's results ({describe(out_dir)}): --apibank-overwrite "
+                          "replaces them, --apibank-resume continues that run, or choose another --apibank-out-dir")
+    stored = stored_settings(out_dir)
+    if stored is None:
+        if cfg.force:
+            return Decision(keep=True, forced=["the folder's settings (not recorded)"])
+        raise FolderTaken(f"{out_dir} holds results without a record of the settings that made them; "
+                          "--apibank-force continues anyway, --apibank-overwrite replaces them")
+    differ = differences(stored, cfg.to_dict())
+    if differ and not cfg.force:
+        verb = "--resume" if cfg.resume else "rerunning part of"
+        raise FolderTaken(f"{verb} {out_dir} refused: it holds a run with other settings: {'; '.join(differ)} "
+                          "(--apibank-force continues it anyway)")
+    return Decision(keep=True, forced=differ)
+
+
+def write_record(out_dir: Path, cfg, started_at: str, forced: list[str]) -> dict:
+    """run.json: a fresh run's settings, or the forced continuations added to the old record."""
+    out_dir = Path(out_dir)
+    try:
+        record = json.loads((out_dir / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = None
+    if not isinstance(record, dict) or "settings" not in record:
+        record = {"settings": _json(cfg.to_dict()), "started_at": started_at, "forced": []}
+    if forced:
+        record.setdefault("forced", []).append({"at": started_at, "differences": forced})
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(out_dir / RECORD, json.dumps(record, indent=1, ensure_ascii=False))
+    return record

@@ -1,0 +1,155 @@
+"""One run per results folder, a cache that never answers for another endpoint, and a selection that is
+not a failure (issue 20, findings 1 to 4), each rerun the way it was found."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from apibank_bench.agents.models import model_client
+from apibank_bench.core import settings
+from apibank_bench.core.paths import PROJECT_ROOT
+from apibank_bench.runs.results import read_jsonl
+from openai_stub import OpenAIStub, Reply
+from test_bench_suite import EVAL_IDS, bench
+from test_run_reliability import mixed, run_command
+
+
+def summary_of(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_resume_into_a_run_with_other_settings_is_refused_naming_them(tmp_path):
+    assert run_command(tmp_path, "--model", "gold", "--limit", "3").returncode == 0
+    before = (tmp_path / "results.jsonl").read_text()
+    refused = run_command(tmp_path, "--base-url", "http://127.0.0.1:9/v1", "--model", "stub", "--limit", "5",
+                          "--resume", "--temperature", "0.7")
+    assert refused.returncode == 2, refused.stdout[-2000:]
+    [line] = [line for line in (refused.stdout + refused.stderr).splitlines() if "refused" in line]
+    assert "model 'gold' (this run: 'stub')" in line and "temperature 0.2 (this run: 0.7)" in line
+    assert "base_url" not in line and "limit" not in line  # an endpoint and a selection may differ
+    assert "--apibank-force" in line
+    assert (tmp_path / "results.jsonl").read_text() == before  # nothing ran, nothing was written
+
+    # operational settings and the selection may differ: the gold run continues to 5 instances
+    assert run_command(tmp_path, "--model", "gold", "--limit", "5", "--resume", "--concurrency", "2").returncode == 0
+    assert [row["id"] for row in read_jsonl(tmp_path / "results.jsonl")] == EVAL_IDS[:5]
+
+    with OpenAIStub(default=mixed) as stub:
+        forced = run_command(tmp_path, "--base-url", stub.url, "--model", "stub", "--limit", "7", "--resume",
+                             "--force", "--no-cache")
+    assert forced.returncode in (0, 1), forced.stdout[-2000:]
+    assert "FORCED" in forced.stdout
+    [record] = summary_of(tmp_path)["forced"]
+    assert record["differences"] == ["model 'gold' (this run: 'stub')"]
+    assert json.loads((tmp_path / "run.json").read_text())["forced"] == [record]
+
+
+def test_a_fresh_run_never_replaces_another_runs_results(tmp_path):
+    assert run_command(tmp_path, "--model", "gold", "--limit", "10").returncode == 0
+    again = run_command(tmp_path, "--model", "gold", "--limit", "3")
+    assert again.returncode == 2, again.stdout[-2000:]
+    message = again.stdout + again.stderr
+    assert "holds another run's results (single / gold, 10 instances)" in message
+    assert "--apibank-overwrite" in message
+    assert len(read_jsonl(tmp_path / "results.jsonl")) == 10 and summary_of(tmp_path)["total"] == 10
+    assert run_command(tmp_path, "--model", "gold", "--limit", "3", "--overwrite").returncode == 0
+    assert [row["id"] for row in read_jsonl(tmp_path / "results.jsonl")] == EVAL_IDS[:3]
+
+
+def test_default_results_folders_differ_per_model_and_team_settings():
+    def folder(**values) -> str:
+        return settings.resolve(lambda s: values.get(s.name)).results_dir
+
+    assert folder(model="A") != folder(model="B")
+    assert folder(model="org/M", topology="decentralized") == "results/apibank/org_M/decentralized-n4-r2"
+    assert len({folder(model="M", topology="decentralized", **extra) for extra in
+                ({}, {"team_size": "8"}, {"rounds": "3"}, {"message_format": "semi_structured"}, {"seed": "1"},
+                 {"agent_kind": "sdk"})}) == 6
+    assert folder(model="gold", topology="centralized") == "results/apibank/gold"
+    assert folder(out_dir="x", model="A") == "x"
+
+
+def _pytest(out: Path, cache: Path, *args: str) -> subprocess.CompletedProcess:
+    """`pytest bench_tests` with pytest's own cache on (in `cache`), as `--lf` needs it."""
+    command = [sys.executable, "-m", "pytest", str(PROJECT_ROOT / "bench_tests"), "-q", "-o", f"cache_dir={cache}",
+               "--apibank-out-dir", str(out), *args]
+    return subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_lf_reruns_the_failed_instances_and_keeps_the_passing_rows(tmp_path):
+    out, cache = tmp_path / "out", tmp_path / "pytest-cache"
+    with OpenAIStub(default=mixed) as stub:
+        common = ("--apibank-model", "stub", "--apibank-base-url", stub.url, "--apibank-limit", "6",
+                  "--apibank-no-cache")
+        first = _pytest(out, cache, *common)
+        assert "3 failed, 3 passed" in first.stdout, first.stdout[-2000:]
+        rows = {row["id"]: row for row in read_jsonl(out / "results.jsonl")}
+        before = len(stub.chat_requests)
+        again = _pytest(out, cache, "--lf", *common)
+        asked = len(stub.chat_requests) - before
+    assert "3 failed in" in again.stdout, again.stdout[-2000:]
+    assert asked == 3  # only the failed instances ran again
+    after = read_jsonl(out / "results.jsonl")
+    assert [row["id"] for row in after] == EVAL_IDS[:6]
+    passing = [task_id for task_id, row in rows.items() if row["correct"]]
+    assert len(passing) == 3 and all(row == rows[row["id"]] for row in after if row["id"] in passing)
+    summary = summary_of(out)
+    assert (summary["total"], summary["correct"], summary["not_run"]) == (6, 3, 0)
+    assert summary["selection"]["pytest"] == {"--lf": True} and summary["selection"]["deselected"] == 3
+
+
+def test_a_deselected_instance_is_not_an_unfinished_one(tmp_path):
+    run = bench(tmp_path, "--apibank-model", "gold", "-k", "level3")
+    assert run.returncode == 0, run.stdout[-2000:]
+    assert "34 passed, 66 deselected" in run.stdout and "INCOMPLETE" not in run.stdout
+    assert "66 of the 100 selected instances deselected by pytest (-k level3)" in run.stdout
+    summary = summary_of(tmp_path)
+    assert (summary["total"], summary["not_run"], summary["complete"]) == (34, 0, True)
+    assert summary["selection"] == {"instances": 100, "finished_before": 0, "deselected": 66,
+                                    "pytest": {"-k": "level3"}}
+
+    other = tmp_path / "deselect"
+    victim = f"bench_tests/test_apibank.py::test_apibank[{EVAL_IDS[1]}]"
+    run = bench(other, "--apibank-model", "gold", "--apibank-limit", "4", "--deselect", victim)
+    assert run.returncode == 0 and "3 passed, 1 deselected" in run.stdout, run.stdout[-2000:]
+    summary = summary_of(other)
+    assert (summary["total"], summary["not_run"], summary["complete"]) == (3, 0, True)
+    assert summary["selection"]["pytest"] == {"--deselect": [victim]}
+
+    workers = tmp_path / "xdist"  # the controller learns what the workers collected from xdist
+    run = bench(workers, "--apibank-model", "gold", "--apibank-limit", "6", "-k", "level3", "-n", "2")
+    assert run.returncode == 0 and "2 passed" in run.stdout, run.stdout[-2000:]
+    summary = summary_of(workers)
+    assert (summary["total"], summary["not_run"], summary["selection"]["deselected"]) == (2, 0, 4)
+
+
+def _client(stub: OpenAIStub, cache: Path, **values):
+    given = {"base_url": stub.url, "model": "stub", "cache_dir": str(cache), **values}
+    return model_client(settings.resolve(lambda s: given.get(s.name)), lambda: "")
+
+
+def test_the_cache_never_answers_for_another_endpoint_under_the_same_model_name(tmp_path):
+    messages = [{"role": "user", "content": "What day is it?"}]
+    with OpenAIStub(default=Reply(text="[A()]")) as a, OpenAIStub(default=Reply(text="[B()]")) as b:
+        assert _client(a, tmp_path).complete(messages).text == "[A()]"
+        from_b = _client(b, tmp_path).complete(messages)
+        assert (from_b.text, from_b.cached, len(b.chat_requests)) == ("[B()]", False, 1)
+        again = _client(a, tmp_path).complete(messages)  # a restarted client of the same server: a hit
+        assert (again.text, again.cached, len(a.chat_requests)) == ("[A()]", True, 1)
+        # the user says two endpoints are one deployment: then they share answers
+        shared = _client(b, tmp_path, deployment="one").complete(messages)
+        assert _client(a, tmp_path, deployment="one").complete(messages).text == shared.text == "[B()]"
+        assert len(a.chat_requests) == 1
+
+
+def test_the_summary_and_the_closing_lines_say_how_many_calls_the_cache_answered(tmp_path):
+    common = ("--model", "stub", "--topology", "decentralized", "--limit", "2", "--cache-dir", str(tmp_path / "c"))
+    with OpenAIStub(default=mixed) as stub:
+        first = run_command(tmp_path / "first", *common, "--base-url", stub.url)
+        second = run_command(tmp_path / "second", *common, "--base-url", stub.url)
+    assert "response cache: answered 0 of 16 model calls" in first.stdout, first.stdout[-2000:]
+    assert "response cache: answered 16 of 16 model calls" in second.stdout, second.stdout[-2000:]
+    assert summary_of(tmp_path / "second")["cache"] == {"model_calls": 16, "answered_by_cache": 16}
