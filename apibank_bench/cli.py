@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from apibank_bench.commands import compare, data, manifests, optimize, report, run, score, sweep
+from apibank_bench.commands import compare, data, manifests, optimize, report, run, score, show, sweep
+from apibank_bench.core import settings
 from apibank_bench.core.paths import DataMissing
 
 #: The subcommands, in the order `--help` lists them.
-COMMANDS = (run, sweep, compare, report, optimize, data, manifests, score)
+COMMANDS = (run, sweep, show, compare, report, optimize, data, manifests, score)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,7 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        with settings.command_voice():  # messages name this command's flags (`--resume`, not `--apibank-resume`)
+            return args.func(args)
     except (DataMissing, FileNotFoundError, ValueError, KeyError) as exc:
         print(f"apibank-bench: {exc}", file=sys.stderr)
         return 2

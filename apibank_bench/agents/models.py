@@ -9,7 +9,7 @@ from typing import Callable
 
 from apibank_bench.llm import ChatClient, ModelConfig
 from apibank_bench.core.redact import redact
-from apibank_bench.core.settings import RunConfig
+from apibank_bench.core.settings import RunConfig, flag
 
 #: The embedded default: Gemma 3 270M served by llama.cpp (a smoke model, not a contender).
 LOCAL_MODEL = "gemma-3-270m-it-q4_k_m"
@@ -28,7 +28,7 @@ def model_config(cfg: RunConfig, local_url: str | None = None) -> ModelConfig:
     local = local_url is not None
     model = cfg.model or (LOCAL_MODEL if local else None)
     if not model:
-        raise ValueError("no model name: pass --apibank-model NAME (or set APIBANK_MODEL) for a remote endpoint")
+        raise ValueError(f"no model name: pass {flag('model')} NAME (or set APIBANK_MODEL) for a remote endpoint")
     return ModelConfig(
         base_urls=[local_url] if local else list(cfg.base_url),
         model=model, api_key=cfg.api_key or "", temperature=cfg.temperature, top_p=cfg.top_p,

@@ -8,7 +8,8 @@ from pathlib import Path
 
 
 def _add_root(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--apibank-root", default=None, help="API-Bank data root (default $APIBANK_ROOT or vendor/api-bank)")
+    parser.add_argument("--root", "--apibank-root", dest="apibank_root", default=None,
+                        help="API-Bank data root (default $APIBANK_ROOT or vendor/api-bank)")
 
 
 def register(sub) -> None:

@@ -11,7 +11,7 @@ def register(sub) -> None:
     score.add_argument("--out-dir", required=True)
     score.add_argument("--level", default=None, help="level for unprefixed IDs")
     score.add_argument("--toolsearcher-scorer", default=None, help="official, upstream or keyword")
-    score.add_argument("--apibank-root", default=None)
+    score.add_argument("--root", "--apibank-root", dest="apibank_root", default=None)
     score.set_defaults(func=run)
 
 

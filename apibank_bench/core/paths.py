@@ -26,7 +26,7 @@ class DataMissing(RuntimeError):
 
 
 def resolve_root(explicit: str | os.PathLike | None = None) -> Path:
-    """`explicit` (from --apibank-root), else $APIBANK_ROOT, else vendor/api-bank/."""
+    """`explicit` (from --root / --apibank-root), else $APIBANK_ROOT, else vendor/api-bank/."""
     from apibank_bench.core.settings import value_from_environment
 
     chosen = explicit or value_from_environment("root") or VENDORED_ROOT
@@ -35,6 +35,8 @@ def resolve_root(explicit: str | os.PathLike | None = None) -> Path:
 
 def require_root(explicit: str | os.PathLike | None = None) -> Path:
     """The data root, checked to look like an upstream checkout."""
+    from apibank_bench.core.settings import flag
+
     root = resolve_root(explicit)
     needed = [root / LEVEL_DIRS["1"], root / LEVEL_DIRS["2"], root / LEVEL3_FILE, root / INIT_DATABASE_DIR]
     missing = [str(path.relative_to(root)) for path in needed if not path.exists()]
@@ -43,6 +45,6 @@ def require_root(explicit: str | os.PathLike | None = None) -> Path:
             f"API-Bank data not found at {root} (missing: {', '.join(missing)}).\n"
             "Get it with `apibank-bench data fetch` (downloads the pinned files) or "
             "`apibank-bench data fetch --from /path/to/api-bank`, "
-            "or point APIBANK_ROOT / --apibank-root at an API-Bank checkout."
+            f"or point APIBANK_ROOT / {flag('root')} at an API-Bank checkout."
         )
     return root

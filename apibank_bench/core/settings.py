@@ -22,7 +22,8 @@ import os
 import warnings
 from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 # -- value parsers -------------------------------------------------------------------------
 
@@ -321,6 +322,59 @@ def _check(setting: Setting, value: Any, where: str) -> Any:
     return value
 
 
+# -- the words of the command the user typed ---------------------------------------------------
+
+#: Set (to "command") while an `apibank-bench` command runs, and inherited by the pytest it starts
+#: and that pytest's xdist workers: messages then name `run`'s flags (`--resume`), and under plain
+#: pytest the pytest options (`--apibank-resume`).
+VOICE_ENV = "APIBANK_VOICE"
+
+
+def flag(name: str) -> str:
+    """The flag of setting `name` as the user types it: `--NAME` under `apibank-bench`, else `--apibank-NAME`."""
+    dashed = name.replace("_", "-")
+    return f"--{dashed}" if os.environ.get(VOICE_ENV) == "command" else f"--apibank-{dashed}"
+
+
+def spoken(option: str) -> str:
+    """A `--apibank-NAME` option in the words of the typed command (anything else unchanged)."""
+    return flag(option[len("--apibank-"):]) if option.startswith("--apibank-") else option
+
+
+@contextmanager
+def command_voice() -> Iterator[None]:
+    """Messages name the command's flags while this lasts (the CLI wraps every command in it)."""
+    old = os.environ.get(VOICE_ENV)
+    os.environ[VOICE_ENV] = "command"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(VOICE_ENV, None)
+        else:
+            os.environ[VOICE_ENV] = old
+
+
+def _given(setting: Setting, option_value: Callable[[Setting], Any], ini_value: Callable[[Setting], Any],
+           environ: Mapping[str, str]) -> tuple[Any, str]:
+    """The raw value of one setting and where it came from (None, "" where nothing sets it)."""
+    raw, where = option_value(setting), flag(setting.name)
+    if raw is None or raw == []:
+        raw, where = ini_value(setting), f"ini {setting.dest}"
+    if raw is None or raw == "" or raw == []:
+        found = _from_environment(setting, environ)
+        raw, where = found if found else (None, "")
+    return raw, where
+
+
+def given_names(option_value: Callable[[Setting], Any] = lambda s: None,
+                ini_value: Callable[[Setting], Any] = lambda s: None,
+                environ: Mapping[str, str] | None = None) -> set[str]:
+    """The settings that the command line, the ini file or the environment set (the rest are defaults)."""
+    environ = os.environ if environ is None else environ
+    return {s.name for s in SETTINGS if _given(s, option_value, ini_value, environ)[0] is not None}
+
+
 def resolve(option_value: Callable[[Setting], Any] = lambda s: None,
             ini_value: Callable[[Setting], Any] = lambda s: None,
             environ: Mapping[str, str] | None = None) -> RunConfig:
@@ -332,7 +386,7 @@ def resolve(option_value: Callable[[Setting], Any] = lambda s: None,
     cfg = RunConfig(**{name: (value.copy() if isinstance(value, (list, dict)) else value)
                        for name, value in values.items()})
     if cfg.topology != "single" and cfg.team_size not in TEAM_SIZES:
-        raise ValueError(f"{BY_NAME['team_size'].option} must be one of {TEAM_SIZES}, got {cfg.team_size}")
+        raise ValueError(f"{flag('team_size')} must be one of {', '.join(map(str, TEAM_SIZES))}, got {cfg.team_size}")
     return cfg
 
 
@@ -347,12 +401,7 @@ def _values(table: Iterable[Setting], option_value: Callable[[Setting], Any], in
             environ: Mapping[str, str]) -> dict[str, Any]:
     values = {}
     for setting in table:
-        raw, where = option_value(setting), setting.option
-        if raw is None or raw == []:
-            raw, where = ini_value(setting), f"ini {setting.dest}"
-        if raw is None or raw == "" or raw == []:
-            found = _from_environment(setting, environ)
-            raw, where = found if found else (None, "")
+        raw, where = _given(setting, option_value, ini_value, environ)
         try:
             value = setting.default if raw is None else setting.parse(raw)
         except (TypeError, ValueError) as exc:

@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--constrained", action=argparse.BooleanOptionalAction, default=None,
                         help="grammar-constrained decoding (default: on for the embedded model only)")
     parser.add_argument("--no-cache", action="store_true", help="turn the response cache off")
-    parser.add_argument("--apibank-root", default=None, help="API-Bank data root")
+    parser.add_argument("--root", "--apibank-root", dest="apibank_root", default=None, help="API-Bank data root")
     _add_hyperparameters(parser)
 
 

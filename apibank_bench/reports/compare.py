@@ -34,6 +34,27 @@ GUARDED = {
     "selection": ("provenance.manifest_hash", "run.limit", "run.offset", "run.only", "run.shard"),
 }
 _MISSING = object()
+#: Each guarded aspect's difference, in words (the recorded values follow in brackets).
+DIFFERENCE = {
+    "data hash": "was scored on other API-Bank data",
+    "manifest": "drew its instances from another manifest",
+    "scorer": "scored ToolSearcher calls with another scorer",
+    "selection": "ran another selection of instances (level, limit, offset, only or shard)",
+}
+
+
+def _words(path: str) -> str:
+    """`provenance.manifest_hash` -> 'manifest hash'."""
+    return path.rsplit(".", 1)[-1].replace("_", " ")
+
+
+def _short(value) -> str:
+    """A recorded value for a sentence: hashes cut to 12 characters, lists joined."""
+    if isinstance(value, str) and len(value) >= 32 and all(c in "0123456789abcdef" for c in value.lower()):
+        return value[:12] + "…"
+    if value is None:
+        return "none"
+    return ", ".join(map(str, value)) or "none" if isinstance(value, list) else str(value)
 
 
 class RunMismatch(ValueError):
@@ -90,8 +111,9 @@ def mismatches(runs: list[Run], aspects=tuple(GUARDED)) -> list[str]:
             theirs = {path: values[aspect][path] for path in common}
             ours = {path: base[aspect][path] for path in common}
             if theirs != ours:
-                messages.append(f"{run.name} differs from {runs[0].name} in {aspect} "
-                                f"({json.dumps(theirs, default=str)} vs {json.dumps(ours, default=str)})")
+                what = ", ".join(f"{_words(path)} {_short(theirs[path])} against {_short(ours[path])}"
+                                 for path in common)
+                messages.append(f"{run.name} {DIFFERENCE[aspect]} than {runs[0].name} ({what})")
     return messages
 
 

@@ -14,7 +14,7 @@ def workers(cfg) -> list[str]:
 
 
 @TOPOLOGIES.register("centralized", "a manager delegates to N - 1 workers and decides",
-                     roles=lambda cfg: ["manager", *workers(cfg)])
+                     roles=lambda cfg: ["manager", *workers(cfg)], reads=("team_size", "message_format"))
 def centralized(agents, cfg):
     def delegate(state: State) -> dict:
         turn = agents.ask(state["task"], "manager", "Write the assignment for your workers; no final call yet.",

@@ -6,7 +6,7 @@ from apibank_bench.agents.topologies.graph import Node, State, graph_of, ordered
 
 
 @TOPOLOGIES.register("decentralized", "a debate of N agents over R rounds; the last round votes",
-                     roles=lambda cfg: ["debater"])
+                     roles=lambda cfg: ["debater"], reads=("team_size", "rounds", "message_format", "vote"))
 def decentralized(agents, cfg):
     def debater(index: int, round: int) -> Node:
         def node(state: State) -> dict:

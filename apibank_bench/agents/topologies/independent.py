@@ -4,7 +4,8 @@ from apibank_bench.agents.topologies import TOPOLOGIES
 from apibank_bench.agents.topologies.graph import Node, graph_of, solve_with, voted
 
 
-@TOPOLOGIES.register("independent", "N agents answer alone; the team votes", roles=lambda cfg: ["solver"])
+@TOPOLOGIES.register("independent", "N agents answer alone; the team votes", roles=lambda cfg: ["solver"],
+                     reads=("team_size", "vote"))
 def independent(agents, cfg):
     def solver(index: int) -> Node:
         return lambda state: {"turns": [agents.ask(state["task"], "solver", index=index)]}

@@ -14,7 +14,8 @@ def stages(cfg) -> list[str]:
     return [role for role, joins_at in PIPELINE if joins_at <= cfg.team_size]
 
 
-@TOPOLOGIES.register("sequential", "a pipeline of stages; the last stage's call is the answer", roles=stages)
+@TOPOLOGIES.register("sequential", "a pipeline of stages; the last stage's call is the answer", roles=stages,
+                     reads=("team_size", "message_format"))
 def sequential(agents, cfg):
     def stage(index: int, role: str) -> Node:
         def node(state: State) -> dict:
