@@ -140,7 +140,7 @@ def plan(cell: Cell) -> None:
         values = effective(cell.given)
         cell.cfg = settings.resolve(lambda s: values.get(s.name))
     except ValueError as exc:
-        raise SweepError(f"cell {cell.label}: {str(exc).replace('--apibank-', '--')}") from None
+        raise SweepError(f"cell {cell.label}: {exc}") from None  # the CLI's voice: `--team-size`
     summary = cell_summary(cell.path)
     if summary is None:
         cell.resume = (cell.path / RESULTS).is_file()  # a run killed before its summary: resume it
