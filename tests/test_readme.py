@@ -33,8 +33,8 @@ def commands() -> list[list[str]]:
                 variables[assignment[1]] = assignment[2]
                 continue
             words = [part for word in words for part in (shlex.split(variables[word[1:]])
-                                                         if word.startswith("$") else [word])]
-            words = [word for word in re.sub(r"\[[^\]]*\]", "", " ".join(words)).split() if word != "..."]
+                                                         if word[1:] in variables else [word])]
+            words = [word for word in _without_brackets(words) if word != "..."]
             command: list[str] = []
             for word in [*words, "&&"]:
                 if word == "&&":
@@ -44,6 +44,17 @@ def commands() -> list[list[str]]:
                 else:
                     command.append(word)
     return found
+
+
+def _without_brackets(words: list[str]) -> list[str]:
+    """The words outside `[optional parts]` (a quoted argument stays one word)."""
+    kept, depth = [], 0
+    for word in words:
+        depth += word.startswith("[")
+        if not depth:
+            kept.append(word)
+        depth -= word.endswith("]") and depth > 0
+    return kept
 
 
 def cli_lines() -> list[list[str]]:
