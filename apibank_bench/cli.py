@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from apibank_bench.commands import compare, data, manifests, optimize, report, run, score, sweep
+from apibank_bench.commands import compare, data, manifests, optimize, report, run, score, show, sweep
+from apibank_bench.core import settings
 from apibank_bench.core.paths import DataMissing
 
-#: The subcommand modules, in the order `--help` lists them.
-COMMANDS = (run, sweep, compare, report, optimize, data, manifests, score)
+#: The subcommands, in the order `--help` lists them.
+COMMANDS = (run, sweep, show, compare, report, optimize, data, manifests, score)
 
 
 def chosen_command(argv: list[str]) -> str | None:
@@ -40,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = build_parser(chosen_command(argv) or "").parse_args(argv)
-        return args.func(args)
+        with settings.command_voice():  # messages name this command's flags (`--resume`, not `--apibank-resume`)
+            return args.func(args)
     except (DataMissing, FileNotFoundError, ValueError, KeyError) as exc:
         print(f"apibank-bench: {exc}", file=sys.stderr)
         return 2

@@ -1,16 +1,20 @@
 """`report`: built from real results folders (and a sweep folder of them), opened in headless Chromium."""
 
 import base64
+import html
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
+from openai_stub import OpenAIStub, Reply
 from results_folders import eval_tasks, score_folder
 
 from apibank_bench.cli import main as cli_main
@@ -70,18 +74,27 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory, apibank_root):
-    """A gold run over the eval set (with traces), and a sweep folder of two `score` folders."""
+    """A gold run over the eval set (with traces), a debate's run on 2 instances (traces with agent turns),
+    and a sweep folder of two `score` folders with its tables."""
     tmp = tmp_path_factory.mktemp("report")
     tasks = eval_tasks(apibank_root)
     gold = tmp / "gold_run"
+    env = {**os.environ, "APIBANK_ROOT": str(apibank_root)}
     subprocess.run([sys.executable, "-m", "apibank_bench", "run", "--model", "gold", "--limit", "0",
-                    "--out-dir", str(gold)], cwd=PROJECT_ROOT, check=True, capture_output=True,
-                   env={**os.environ, "APIBANK_ROOT": str(apibank_root)})
+                    "--out-dir", str(gold)], cwd=PROJECT_ROOT, check=True, capture_output=True, env=env)
+    debate = tmp / "debate"
+    with OpenAIStub(default=Reply(text="[GetToday(when='now')]")) as stub:
+        subprocess.run([sys.executable, "-m", "apibank_bench", "run", "--model", "stub", "--base-url", stub.url,
+                        "--topology", "decentralized", "--team-size", "2", "--rounds", "2", "--limit", "2",
+                        "--no-cache", "--out-dir", str(debate)], cwd=PROJECT_ROOT, check=True, capture_output=True,
+                       env=env)
     sweep = tmp / "sweep"
     sweep.mkdir()
     score_folder(sweep, "all_right", tasks, wrong=set())
     some_wrong = score_folder(sweep, "some_wrong", tasks, wrong={i for i in range(100) if i % 4 == 0})
     (sweep / "sweep.csv").write_text("cell,accuracy\nall_right,1.0\nsome_wrong,0.75\n")
+    (sweep / "sweep_seeds.csv").write_text("topology,level,seeds,mean_accuracy,sd_accuracy\n"
+                                           "single,all,3,0.625,0.0417\n")
     # A model's answer that tries to put markup into the page (shown as the cell's hover text).
     rows = (some_wrong / "results.jsonl").read_text().splitlines()
     row = json.loads(rows[0])
@@ -89,7 +102,7 @@ def report(tmp_path_factory, apibank_root):
     rows[0] = json.dumps(row)
     (some_wrong / "results.jsonl").write_text("\n".join(rows) + "\n")
     out = tmp / "out"
-    assert cli_main(["report", str(gold), str(sweep), "--out", str(out)]) == 0
+    assert cli_main(["report", str(gold), str(debate), str(sweep), "--out", str(out)]) == 0
     return out, tasks
 
 
@@ -106,19 +119,49 @@ def test_report_page_in_headless_chromium(report, tmp_path):
         assert any(heading in h for h in page.headings), heading
     assert page.tables >= 6
     # the run given directly, then the two results folders found inside the sweep folder
-    for name in ("gold_run", "sweep/all_right", "sweep/some_wrong"):
+    for name in ("gold_run", "debate", "sweep/all_right", "sweep/some_wrong"):
         assert f">{name}<" in dom
     assert "all_right,1.0" not in dom and ">0.75<" in dom  # sweep.csv is shown as a table
+    assert ">0.0417<" in dom and "over the seeds" in dom  # and so is the per-seed table
+    # Runs recorded with another selection are compared with the difference said in words, not hashes alone.
+    assert "ran another selection of instances" in dom
     assert len(page.images) == 3  # accuracy intervals, failures by stage, accuracy against tokens
     for src in page.images:
         prefix = "data:image/png;base64,"
         assert src.startswith(prefix)
         width, height = png_size(base64.b64decode(src[len(prefix):]))
         assert width > 100 and height > 100
-    traces = [link for link in page.links if link.startswith("traces/")]
-    assert len(traces) == len(tasks)  # `score` writes no traces; the gold run writes one per instance
-    for link in traces:
-        assert json.loads((out / link).read_text())["id"] in {task.combined_id for task in tasks}
+    pages = [link for link in page.links if link.startswith("instances/")]
+    assert len(pages) == len(tasks) + 2  # `score` writes no traces; the gold run one per instance, the debate two
+    debate_pages = [link for link in pages if link.startswith("instances/2/")]
+    assert len(debate_pages) == 2
+
+
+def test_instance_links_open_rendered_pages_with_every_agent_turn(report, tmp_path):
+    out, _ = report
+    page = Page()
+    page.feed((out / "index.html").read_text(encoding="utf-8"))
+    link = next(link for link in page.links if link.startswith("instances/2/"))
+    dom = browse(out / unquote(link), tmp_path / "profile", "--dump-dom").stdout
+    trace_link = next(href for href in re.findall(r'href="([^"]+)"', dom) if href.endswith(".json"))
+    trace = json.loads((out / unquote(link)).parent.joinpath(unquote(trace_link)).resolve().read_text())
+    assert len(trace["agents"]) == 4  # 2 debaters x (first answers + 1 round)
+    for number, turn in enumerate(trace["agents"], start=1):
+        assert f"turn {number}: debater #{turn['index']} (round {turn['round']}" in dom
+    for text in ("dialogue", "USER:", "vote (reference rule)", "gold call:", trace["gold_call"].replace("'", "&#x27;"),
+                 "scored call:", "stage:"):
+        assert text in dom or html.unescape(text) in html.unescape(dom), text
+
+
+def test_report_fits_a_1400_pixel_window(report, tmp_path):
+    """No table pushes the page wider than the window: wide ones scroll inside it."""
+    out, _ = report
+    probe = out / "width_probe.html"
+    script = "<script>document.title = String(document.documentElement.scrollWidth)</script></body>"
+    probe.write_text((out / "index.html").read_text(encoding="utf-8").replace("</body>", script))
+    dom = browse(probe, tmp_path / "profile", "--dump-dom", "--window-size=1400,900").stdout
+    width = int(re.search(r"<title>(\d+)</title>", dom).group(1))
+    assert width <= 1400
 
 
 def test_report_screenshot_is_not_blank(report, tmp_path):

@@ -151,23 +151,33 @@ def test_a_failed_start_leaves_the_earlier_results_alone(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--limit", "-1"), "--limit: must be >= 0"),  # named as the user typed it
-    (("--offset", "1000"), "selection is empty"),
-    (("--shard", "x"), "--shard: expected i/n"),
-    (("--topology", "ring"), "--topology: 'ring' is not one of"),
+    (("--limit", "-1"), "--limit"),
+    (("--offset", "1000"), "selection is empty (check --level, --limit, --offset, --only, --shard)"),
+    (("--shard", "x"), "--shard"),
+    (("--topology", "ring"), "--topology"),
+    (("--only", "level-1::NoSuchTask.jsonl::0"), "manifests/apibank_eval_ids.json"),
 ])
-def test_bad_selections_are_one_clear_line(tmp_path, args, message):
+def test_bad_selections_are_one_clear_line_naming_runs_flags(tmp_path, args, message):
     run = run_command(tmp_path, "--model", "gold", *args)
     assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
     assert message in run.stdout + run.stderr
-    assert "Traceback" not in run.stdout + run.stderr
+    # `run` users are told `run`'s flags, and no exception class precedes the message.
+    assert "--apibank-" not in run.stdout + run.stderr
+    assert "Traceback" not in run.stdout + run.stderr and "Error:" not in run.stdout + run.stderr
+
+
+def test_pytest_users_are_told_the_pytest_options(tmp_path):
+    run = bench(tmp_path, "--apibank-model", "gold", "--apibank-offset", "1000")
+    assert run.returncode == 4, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "check --apibank-level, --apibank-limit, --apibank-offset" in run.stdout + run.stderr
 
 
 def test_an_endpoint_without_a_model_name_is_a_usage_error(tmp_path):
     with OpenAIStub() as stub:
         run = run_command(tmp_path, "--base-url", stub.url, env={"APIBANK_MODEL": ""})
         assert not stub.chat_requests
-    assert run.returncode == 2 and "--apibank-model" in run.stdout + run.stderr, run.stdout[-2000:]
+    assert run.returncode == 2 and "pass --model NAME" in run.stdout + run.stderr, run.stdout[-2000:]
+    assert "--apibank-" not in run.stdout + run.stderr and "_pytest" not in run.stdout + run.stderr
 
 
 def test_data_that_does_not_match_the_lock_is_refused_naming_the_file(tmp_path, apibank_root):

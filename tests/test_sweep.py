@@ -76,7 +76,7 @@ def test_a_grid_writes_one_results_folder_per_cell_and_tables_that_match_them(tm
 
     assert cli.main(["report", str(out), "--out", str(out / "report")]) == 0  # the report reads the sweep
     page = (out / "report" / "index.html").read_text()
-    assert f"{SWEEP_CSV}</h3>" in page and all(f"sweep/{name}" in page for name in CELLS)
+    assert f"{SWEEP_CSV}: per cell and level</h3>" in page and all(f"sweep/{name}" in page for name in CELLS)
 
 
 def test_a_seed_axis_adds_the_mean_and_sd_over_seeds(tmp_path, capsys):
@@ -122,7 +122,7 @@ def test_an_incomplete_cell_makes_exit_1_and_is_resumed_alone(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--team-size", "2,3"), "cell topology=independent, team_size=3: --team-size must be one of (2, 4, 8, 10)"),
+    (("--team-size", "2,3"), "cell topology=independent, team_size=3: --team-size must be one of 2, 4, 8, 10, got 3"),
     (("--seed", "0,x"), "seed=x: --seed: invalid literal"),
     (("--seed", "0,,1"), "--seed 0,,1: an empty value in the axis"),
 ])

@@ -12,7 +12,7 @@ from apibank_bench.llm.config import server_kind_of
 from apibank_bench.llm.local_server import LOCAL_MODEL  # the embedded default: Gemma 3 270M (a smoke model)
 from apibank_bench.llm.probe import probe_models
 from apibank_bench.core.redact import redact
-from apibank_bench.core.settings import RunConfig
+from apibank_bench.core.settings import RunConfig, flag
 
 #: What of a `/models` entry identifies the model served (not `created`, which some servers set to
 #: the time of asking, nor vLLM's per-request `permission` IDs).
@@ -33,7 +33,7 @@ def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = Non
     local = local_url is not None
     model = cfg.model or (LOCAL_MODEL if local else None)
     if not model:
-        raise ValueError("no model name: pass --apibank-model NAME (or set APIBANK_MODEL) for a remote endpoint")
+        raise ValueError(f"no model name: pass {flag('model')} NAME (or set APIBANK_MODEL) for a remote endpoint")
     return ModelConfig(
         base_urls=[local_url] if local else list(cfg.base_url),
         model=model, api_key=cfg.api_key or "", temperature=cfg.temperature, top_p=cfg.top_p,

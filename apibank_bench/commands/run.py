@@ -20,13 +20,19 @@ from apibank_bench.core.paths import PROJECT_ROOT
 
 BENCH_TESTS = PROJECT_ROOT / "bench_tests"
 REGRESSION = 4  #: exit code: the run is significantly worse than --baseline
+#: Plugins whose output says nothing about a benchmark run (pytest users keep them).
+QUIET_PLUGINS = ("anyio", "benchmark", "hypothesispytest")
 
 
 def register(sub) -> None:
     run = sub.add_parser("run", help="run the benchmark (a thin wrapper over `pytest bench_tests`)",
-                         description=__doc__.split("\n\n", 1)[1])
+                         description=__doc__.split("\n\n", 1)[1],
+                         epilog="Anything after `--` goes to pytest as is, e.g. `-- --tb=short -x`.")
     run.add_argument("--summary", action="store_true", help="no model: the data check and gold replay")
     run.add_argument("--batch", action="store_true", help="accepted for the reference's interface; changes nothing")
+    run.add_argument("-q", "--quiet", action="count", default=0, help="less of pytest's own output (as pytest -q)")
+    run.add_argument("-v", "--verbose", action="count", default=0, help="one line per instance (as pytest -v)")
+    run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="passed to pytest as is")
     settings.add_command_flags(run, "run")
     run.set_defaults(func=run_benchmark)
 
@@ -44,38 +50,36 @@ def run_settings(args) -> settings.RunConfig:
 def pytest_args(args) -> list[str]:
     """The `pytest bench_tests ...` command line a `run` invocation stands for (its settings travel as
     `GivenSettings`, not as options)."""
-    # Hypothesis's plugin imports all of hypothesis for its closing summary: seconds a benchmark does not use.
-    argv = [str(BENCH_TESTS), "-p", "no:hypothesispytest"]
+    argv = [str(BENCH_TESTS)]
     workers = settings.value_of(args, "workers")
     if workers:
         argv += ["-n", str(workers)]
-    return argv
+    argv += ["-q"] * getattr(args, "quiet", 0) + ["-v"] * getattr(args, "verbose", 0)
+    for plugin in QUIET_PLUGINS:  # hypothesis's plugin alone imports all of hypothesis for its closing summary
+        argv += ["-p", f"no:{plugin}"]
+    # No `[ 45%]` column (the progress line counts), and no warning that modules imported before
+    # pytest started (this command's own) cannot have their asserts rewritten.
+    argv += ["-o", "console_output_style=classic", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    return argv + list(getattr(args, "pytest_args", None) or [])
 
 
 class GivenSettings:
     """The settings `run` resolved, handed to pytest as a plugin object (`settings.GIVEN`): the plugin uses
     them as they are; xdist workers get them from the controller in `workerinput`."""
 
-    def __init__(self, cfg: settings.RunConfig) -> None:
+    def __init__(self, cfg: settings.RunConfig, given: set[str] = frozenset()) -> None:
         setattr(self, settings.GIVEN, cfg)
+        self.apibank_given_names = set(given)  #: the settings the user set (the rest are defaults)
 
 
-class _Outcome:
-    """Catches the writer's summary, and whether the suite stopped itself, as the session ends."""
+def check_before_start(cfg) -> None:
+    """What `run` can refuse before pytest starts, in the words of `run`'s flags."""
+    from apibank_bench.agents.models import model_config, needs_local_server
+    from apibank_bench.data.manifests import select
 
-    summary: dict | None = None
-    stopped: str | None = None
-    regression: bool = False
-
-    def pytest_sessionfinish(self, session) -> None:
-        reason = session.shouldstop
-        self.stopped = reason if isinstance(reason, str) and reason.startswith("apibank:") else None
-
-    def pytest_unconfigure(self, config) -> None:
-        writer = config.pluginmanager.get_plugin("apibank-writer")
-        self.summary = getattr(writer, "summary", None)
-        verdict = getattr(config.pluginmanager.get_plugin("apibank-gate"), "verdict", None)
-        self.regression = bool(verdict and verdict.worse)
+    select(cfg.level, None, cfg.offset, cfg.only or None)  # an unknown --only ID: where the valid ones are
+    if not cfg.is_gold and not needs_local_server(cfg):
+        model_config(cfg)  # an endpoint without a model name
 
 
 def run_benchmark(args) -> int:
@@ -86,10 +90,13 @@ def run_benchmark(args) -> int:
         report = gold_replay_report(cfg.level, cfg.limit, cfg.offset, cfg.only or None, cfg.root)
         print(json.dumps(report, indent=1))
         return 0
+    check_before_start(cfg)
     import pytest
 
-    outcome = _Outcome()
-    code = pytest.main(pytest_args(args), plugins=[outcome, GivenSettings(cfg)])
+    from apibank_bench.plugin.run_output import RunOutput
+
+    outcome = RunOutput()
+    code = pytest.main(pytest_args(args), plugins=[outcome, GivenSettings(cfg, settings.given_names(lambda s: getattr(args, s.name, None)))])
     if code == pytest.ExitCode.INTERRUPTED:
         return INCOMPLETE if outcome.stopped else 130
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED):

@@ -60,7 +60,9 @@ class Registry(Generic[T]):
         try:
             return self._entries[key]
         except KeyError:
-            raise ValueError(f"{self.option}: unknown {self.kind} {name!r}; expected one of "
+            from apibank_bench.core.settings import spoken
+
+            raise ValueError(f"{spoken(self.option)}: unknown {self.kind} {name!r}; expected one of "
                              f"{', '.join(self._entries)}") from None
 
     def get(self, name: str) -> T:

@@ -107,7 +107,7 @@ RUN_COMMANDS = ("run", "sweep")
 #: ... and those that also build a team and talk to a model.
 TEAM_COMMANDS = (*RUN_COMMANDS, "optimize")
 #: Every command that reads the API-Bank data.
-DATA_COMMANDS = (*TEAM_COMMANDS, "score", "summary", "tasks", "manifests", "data")
+DATA_COMMANDS = (*TEAM_COMMANDS, "score", "summary", "tasks", "manifests", "data", "show")
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,8 @@ SETTINGS: tuple[Setting, ...] = (
             default_text="`keyword` for Level 1, else `official`", commands=(*_RUN, "score")),
     Setting("out_dir", "where results go: one run per folder (a fresh run into a folder holding another run's "
             "results is refused)", default_text="`results/apibank/<model>/<topology>` (see "
-            "[Results](#results-folders))", role=_OP, commands=("run", "score")),
+            "[Results](#results-folders)); `show`: the run's folder (default: the one under results/apibank "
+            "holding the ID)", role=_OP, commands=("run", "score", "show")),
     Setting("resume", "continue the run in the out dir: skip instances already finished in `results.jsonl` "
             "(errored ones run again); refused if the run there measured other settings; `optimize`: continue a "
             "killed job from its finished phases", parse_bool, False, flag=True, role=_OP,
@@ -467,6 +468,57 @@ def _check(setting: Setting, value: Any, where: str) -> Any:
     return value
 
 
+# -- the words of the command the user typed ---------------------------------------------------
+
+#: Set (to "command") while an `apibank-bench` command runs, and inherited by the pytest it starts
+#: and that pytest's xdist workers: messages then name `run`'s flags (`--resume`), and under plain
+#: pytest the pytest options (`--apibank-resume`).
+VOICE_ENV = "APIBANK_VOICE"
+
+
+def flag(name: str) -> str:
+    """The flag of setting `name` as the user types it: `--NAME` under `apibank-bench`, else `--apibank-NAME`."""
+    dashed = name.replace("_", "-")
+    return f"--{dashed}" if os.environ.get(VOICE_ENV) == "command" else f"--apibank-{dashed}"
+
+
+def spoken(option: str) -> str:
+    """A `--apibank-NAME` option in the words of the typed command (anything else unchanged)."""
+    return flag(option[len("--apibank-"):]) if option.startswith("--apibank-") else option
+
+
+@contextlib.contextmanager
+def command_voice() -> Iterator[None]:
+    """Messages name the command's flags while this lasts (the CLI wraps every command in it)."""
+    old = os.environ.get(VOICE_ENV)
+    os.environ[VOICE_ENV] = "command"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(VOICE_ENV, None)
+        else:
+            os.environ[VOICE_ENV] = old
+
+
+def _raw(setting: Setting, option_value: Callable[[Setting], Any], ini_value: Callable[[Setting], Any],
+         environ: Mapping[str, str]) -> Any:
+    """The raw value the option, the ini file or the environment gives one setting (None: nothing does)."""
+    for raw in (option_value(setting), ini_value(setting)):
+        if not (raw is None or raw == "" or raw == []):
+            return raw
+    found = _from_environment(setting, environ)
+    return found[0] if found else None
+
+
+def given_names(option_value: Callable[[Setting], Any] = lambda s: None,
+                ini_value: Callable[[Setting], Any] = lambda s: None,
+                environ: Mapping[str, str] | None = None) -> set[str]:
+    """The settings that the command line, the ini file or the environment set (the rest are defaults)."""
+    environ = os.environ if environ is None else environ
+    return {s.name for s in RUN_SETTINGS if _raw(s, option_value, ini_value, environ) is not None}
+
+
 def _resolve(chosen: Iterable[Setting], option_value: Callable[[Setting], Any], option_name: Callable[[Setting], str],
              ini_value: Callable[[Setting], Any], environ: Mapping[str, str] | None) -> dict[str, Any]:
     """{name: value} for the chosen settings: option, else ini, else environment, else default; each parsed
@@ -492,9 +544,9 @@ def resolve(option_value: Callable[[Setting], Any] = lambda s: None,
             ini_value: Callable[[Setting], Any] = lambda s: None,
             environ: Mapping[str, str] | None = None) -> RunConfig:
     """A run's settings (pytest options: `option_value` answers for `--apibank-NAME`)."""
-    cfg = RunConfig(**_resolve(RUN_SETTINGS, option_value, lambda s: s.option, ini_value, environ))
+    cfg = RunConfig(**_resolve(RUN_SETTINGS, option_value, lambda s: flag(s.name), ini_value, environ))
     if cfg.topology != "single" and cfg.team_size not in TEAM_SIZES:
-        raise ValueError(f"{BY_NAME['team_size'].option} must be one of {TEAM_SIZES}, got {cfg.team_size}")
+        raise ValueError(f"{flag('team_size')} must be one of {', '.join(map(str, TEAM_SIZES))}, got {cfg.team_size}")
     return cfg
 
 

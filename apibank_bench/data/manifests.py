@@ -53,10 +53,24 @@ def select(level: str | int | None = "all", limit: int | None = None, offset: in
         wanted = set(only)
         unknown = wanted - set(ids) - {split_combined_id(task_id)[1] for task_id in ids}
         if unknown:
-            raise ValueError(f"not in the {normalize_level(level)} manifest: {', '.join(sorted(unknown))}")
+            raise ValueError(unknown_ids_message(sorted(unknown), ids, normalize_level(level), directory))
         ids = [task_id for task_id in ids if task_id in wanted or split_combined_id(task_id)[1] in wanted]
     ids = ids[max(offset, 0):]
     return ids if limit is None else ids[:limit]
+
+
+def unknown_ids_message(unknown: list[str], ids: list[str], level: str, directory: Path) -> str:
+    """What to do about `--only` IDs that the selection does not hold: where the valid ones are, near misses."""
+    from difflib import get_close_matches
+
+    from apibank_bench.core.settings import flag
+
+    name = EVAL_MANIFEST if level == "all" else curated_name(level)
+    where = f"{flag('level')} {level} draws from {Path(directory) / name} ({len(ids)} IDs)"
+    near = [match for task_id in unknown for match in get_close_matches(task_id, ids, n=1, cutoff=0.8)]
+    hint = f"; did you mean {', '.join(near)}?" if near else ""
+    others = "" if level == "all" else f"; {flag('level')} all is the eval manifest {EVAL_MANIFEST}"
+    return f"{flag('only')}: not in the selection: {', '.join(unknown)} ({where}{others}){hint}"
 
 
 def load_selection(level="all", limit=None, offset=0, only=None, root=None,

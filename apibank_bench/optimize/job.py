@@ -142,6 +142,7 @@ def _run(args, module, hyper, budget, cfg, config, split, eval_ids, out: Path, l
     dump(out / "final.json", final)
     events.log("done", phase="final", seed=final["seed"]["accuracy"], optimized=final["optimized"]["accuracy"],
                p_value=final["paired_test"]["p_value"], client=client.stats.snapshot())
+    events.close()
     print(f"optimize: eval {final['instances']} instances: seed {final['seed']['accuracy']:.1%} -> optimized "
           f"{final['optimized']['accuracy']:.1%} (improved {len(final['improved'])}, regressed "
           f"{len(final['regressed'])}, exact McNemar p = {final['paired_test']['p_value']:.3g}); {out}")

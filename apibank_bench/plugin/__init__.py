@@ -18,7 +18,9 @@ from apibank_bench.data.manifests import select
 from apibank_bench.runs.epochs import case_ids, split_case
 from apibank_bench.runs.results import cap_strings, finished_keys, to_json
 from apibank_bench.data.tasks import split_combined_id
-from apibank_bench.plugin.keys import CONFIG, IDS, POOL, RESULT, USER_PROPERTY
+from apibank_bench.plugin.keys import CONFIG, IDS, NOT_STARTED, POOL, RESULT, USER_PROPERTY
+
+ENDPOINT_UNREACHABLE = 3  #: the exit code of a run whose endpoint nobody answers
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench_tests"
 #: The `workerinput` key under which the controller hands each xdist worker the run's settings.
@@ -116,6 +118,61 @@ def pytest_sessionstart(session):
         shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
         raise pytest.UsageError(f"apibank: the data at {root} does not match vendor/apibank.lock.json: {shown} "
                                 "(restore it with `apibank-bench data fetch`)")
+    warn_ignored(config)
+    check_endpoint(config)
+
+
+def warn_ignored(config) -> None:
+    """A team setting the topology does not read is said once, as a warning (sweeps still make such cells)."""
+    from apibank_bench.agents.topologies import ignored_settings
+
+    handed = [plugin for plugin in config.pluginmanager.get_plugins() if hasattr(plugin, "apibank_given_names")]
+    given = (handed[0].apibank_given_names if handed
+             else settings.given_names(lambda s: config.getoption(s.dest), lambda s: config.getini(s.dest)))
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    for warning in ignored_settings(run_config(config), given):
+        if reporter is not None:
+            reporter.write_line(f"apibank: warning: {warning}", yellow=True)
+
+
+def check_endpoint(config) -> None:
+    """Before any instance: a remote endpoint needs a model name (a usage error), and one that nobody
+    answers stops the run before it starts (exit 3), each with one line that says what to do."""
+    from apibank_bench.agents.models import EndpointUnreachable, endpoint_models, model_config
+
+    cfg = run_config(config)
+    if cfg.is_gold or not cfg.base_url:
+        return
+    try:
+        model_config(cfg)
+    except ValueError as exc:
+        raise pytest.UsageError(f"apibank: {exc}") from None
+    dead = []
+    for url in cfg.base_url:  # the run's one probe of each endpoint; one of several replicas may be down
+        try:
+            endpoint_models(url, require=True)
+        except EndpointUnreachable as exc:
+            dead.append(exc)
+    if len(dead) == len(cfg.base_url):
+        config.stash[NOT_STARTED] = f"apibank: {dead[0]}; start the server or fix {settings.flag('base_url')}"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    """A run that cannot start runs no test: its one line is printed instead (see check_endpoint)."""
+    reason = session.config.stash.get(NOT_STARTED, None)
+    if reason is None:
+        return None
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(reason, red=True, bold=True)
+    return True
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    if NOT_STARTED in session.config.stash:
+        session.exitstatus = ENDPOINT_UNREACHABLE
 
 
 # -- collection --------------------------------------------------------------------
@@ -135,7 +192,8 @@ def ids_to_run(config) -> list[str]:
     """The selection's cases, less what a resumed run already finished (errored cases run again)."""
     cfg = run_config(config)
     if not selected_ids(config):
-        raise pytest.UsageError("apibank: the selection is empty (check --apibank-level/-limit/-offset/-only/-shard)")
+        given = ", ".join(settings.flag(name) for name in ("level", "limit", "offset", "only", "shard"))
+        raise pytest.UsageError(f"apibank: the selection is empty (check {given})")
     cases = selected_cases(config)
     if cfg.resume and not cfg.overwrite:
         done = finished_keys(Path(cfg.results_dir))

@@ -11,7 +11,9 @@ fails before any instance leaves the earlier results alone.
 from __future__ import annotations
 
 import json
+import os
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -24,9 +26,11 @@ from apibank_bench.runs.summary import add_summary_to_json_report, table_lines
 from apibank_bench.data.tasks import get_task
 from apibank_bench.plugin import ids_to_run, narrowing, run_config, selected_cases, selected_ids, task_id_of
 from apibank_bench.runs.epochs import row_key, split_case
-from apibank_bench.plugin.keys import MODEL, USER_PROPERTY
+from apibank_bench.core.progress import ProgressLine, eta
+from apibank_bench.core.settings import flag
+from apibank_bench.plugin.keys import COMMAND_OUTPUT, MODEL, USER_PROPERTY
 
-PROGRESS_EVERY_S = 10.0
+PROGRESS_EVERY_S = 10.0  #: plain progress lines (not a terminal, or pytest's own per-test characters)
 
 
 class Writer:
@@ -36,7 +40,8 @@ class Writer:
         self.started = time.time()
         self.started_at = now()
         self.seen: set[tuple[str, int]] = set()  #: (instance, epoch) keys written
-        self.done = self.correct = self.errors = 0
+        self.done = self.correct = self.errors = self.cache_hits = 0
+        self.error_reasons: Counter[str] = Counter()
         self.last_progress = time.monotonic()
         self.summary: dict | None = None
         self.total = 0  #: instances this run will run (resumed ones left out)
@@ -45,6 +50,9 @@ class Writer:
         self.keep = False  #: keep the folder's lines (resume, or a pytest-narrowed rerun)
         self.forced: list[str] = []  #: measured settings that differ from the folder's run (--force)
         self.record: dict = {}
+        self.line: ProgressLine | None = None  #: the live line, under `apibank-bench run`
+        self.line_started = False
+        self.running_since = self.started  #: when instances began (the rate leaves start-up out)
 
     def pytest_sessionstart(self) -> None:
         from apibank_bench.plugin import bench_requested
@@ -62,9 +70,6 @@ class Writer:
 
     # -- what pytest runs of the selection ---------------------------------------------------
 
-    def pytest_collection_finish(self, session) -> None:
-        self.collected_ids([item.nodeid for item in session.items])
-
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:  # the controller of an xdist run
         self.collected_ids(ids)
@@ -79,6 +84,32 @@ class Writer:
         if self.collected is None:
             return []
         return [task_id for task_id in self.to_run if task_id not in self.collected]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session) -> None:
+        """What pytest runs of the selection; then, under `apibank-bench run`, pytest prints nothing per test,
+        so the progress line owns the screen while instances run: redrawn in place on a terminal, a plain
+        line every 10 s otherwise."""
+        self.collected_ids([item.nodeid for item in session.items])
+        self.running_since = time.time()
+        self.start_line()
+
+    def start_line(self) -> None:
+        """Once: at the end of collection, or (an xdist controller collects nothing) at the first result."""
+        from apibank_bench.plugin.run_output import quiet_tests
+
+        if self.line_started or not self.total or not quiet_tests(self.config):
+            return
+        self.line_started = True
+        stream = terminal_stream(self.config)
+        if stream is not None:
+            self.line = ProgressLine(self.progress_text, stream, every_s=PROGRESS_EVERY_S).start()
+
+    def stop_line(self) -> None:
+        if self.line is not None:
+            self.line.stop()
+            self.line.stream.close()  # our own handle on the terminal (terminal_stream)
+            self.line = None
 
     # -- rows ----------------------------------------------------------------------------
 
@@ -116,25 +147,48 @@ class Writer:
             self.last_progress = time.monotonic()
         self.done += 1
         self.correct += bool(result["correct"])
-        self.errors += result["stage"] == ERROR
-        if time.monotonic() - self.last_progress >= PROGRESS_EVERY_S:
+        if result["stage"] == ERROR:
+            self.errors += 1
+            self.error_reasons[str(result.get("error") or "?")[:160]] += 1
+        self.cache_hits += sum(bool(turn.get("cached")) for turn in (payload.get("trace") or {}).get("agents") or ())
+        self.start_line()
+        if self.line is not None:
+            self.line.update()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logfinish(self) -> None:
+        """A plain progress line once a test is over (so after its character), every PROGRESS_EVERY_S."""
+        due = time.monotonic() - self.last_progress >= PROGRESS_EVERY_S
+        if self.line is None and 0 < self.done < self.total and due:
             self.progress()
 
+    def progress_text(self) -> str:
+        """Where the run is, in one line: done/total, running accuracy, errors, the model's activity, rate, ETA."""
+        elapsed = time.time() - self.running_since
+        completed = self.done - self.errors
+        parts = [f"{self.done}/{self.total} instances",
+                 f"accuracy {self.correct / completed:.1%} of {completed}" if completed else "none completed yet",
+                 f"{self.errors} errors"]
+        activity = model_activity(self.config.stash.get(MODEL, None))
+        if "in_flight" in activity:
+            parts.append(f"{activity['in_flight']} requests in flight"
+                         + (f", {activity['waiting']} waiting to retry" if "waiting" in activity else ""))
+        parts.append(f"{activity.get('cache_hits', self.cache_hits)} cache hits")
+        parts.append(f"{self.done / max(elapsed, 1e-9):.2f}/s")
+        left = eta(self.done, self.total, elapsed)
+        if left is not None and self.done < self.total:
+            parts.append(f"ETA {left}")
+        return "apibank: " + " · ".join(parts)
+
     def progress(self) -> None:
+        """A plain progress line between pytest's per-test characters, never inside their line."""
         self.last_progress = time.monotonic()
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None:
             return
-        total = self.total
-        completed = self.done - self.errors
-        rate = self.done / max(time.time() - self.started, 1e-9)
-        parts = [f"{self.done}/{total} instances", f"accuracy {self.correct / completed:.1%} of {completed} completed"
-                 if completed else "no instance completed yet", f"{self.errors} errors", f"{rate:.2f}/s"]
-        client = self.config.stash.get(MODEL, None)
-        in_flight = getattr(getattr(client, "limiter", None), "active", None)
-        if in_flight is not None:
-            parts.append(f"{in_flight} requests in flight, {getattr(client, 'waiting', 0)} waiting to retry")
-        reporter.write_line("apibank: " + " · ".join(parts))
+        reporter.ensure_newline()
+        reporter.write(self.progress_text(), flush=True)
+        reporter.currentfspath = None  # pytest ends this line, and starts its next character under its file name
 
     # -- the end ---------------------------------------------------------------------------
 
@@ -144,6 +198,7 @@ class Writer:
         add_summary_to_json_report(json_report, self.summary)
 
     def pytest_sessionfinish(self) -> None:
+        self.stop_line()  # before pytest's closing lines
         if self.files is not None and self.summary is None:
             cfg = run_config(self.config)
             wall_time = time.time() - self.started
@@ -176,30 +231,65 @@ class Writer:
         return {"run": cfg.to_dict(), **provenance(cfg, selected_ids(self.config), self.started_at, base_url)}
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
-        if self.summary:
-            print_table(terminalreporter, run_config(self.config), self.summary)
+        """The closing table, under pytest; `apibank-bench run` prints it itself, as its last lines."""
+        if self.summary and not self.config.stash.get(COMMAND_OUTPUT, False):
+            terminalreporter.write_line("")
+            for line in closing_lines(run_config(self.config), self.summary, self.error_reasons,
+                                      terminalreporter._tw.fullwidth):
+                terminalreporter.write_line(line)
+
+    def pytest_unconfigure(self) -> None:
+        self.stop_line()
 
 
+def model_activity(client) -> dict:
+    """What this process's model client is doing now: requests in flight, waiting to retry, cache hits.
+
+    Only what the model layer counts is shown (none under xdist, where the clients live in the workers).
+    """
+    if client is None:
+        return {}
+    activity = {}
+    limiter = getattr(client, "limiter", None)
+    if limiter is not None:
+        activity["in_flight"] = limiter.active
+    if isinstance(getattr(client, "waiting", None), int):  # the model layer's count of requests between retries
+        activity["waiting"] = client.waiting
+    stats = client.stats.snapshot() if hasattr(client, "stats") else {}
+    if stats.get("cache_hits") is not None:
+        activity["cache_hits"] = stats["cache_hits"]
+    return activity
 
 
+def terminal_stream(config):
+    """A handle on the real standard output, which pytest's output capture (dup2 of fd 1 during each
+    test) does not reach: the progress line is drawn from a background thread while tests wait."""
+    try:
+        return os.fdopen(os.dup(config.get_terminal_writer()._file.fileno()), "w", encoding="utf-8",
+                         errors="replace", closefd=True)
+    except (AttributeError, OSError, ValueError):
+        return None
 
-def print_table(terminalreporter, cfg, summary: dict) -> None:
+
+def closing_lines(cfg, summary: dict, error_reasons: Counter | None = None, width: int = 80) -> list[str]:
+    """The closing table: a rule with the run's name, the table, what is incomplete, and where the results are."""
     model = summary["config"].get("model", {}).get("model", "?")
     label = "gold calls (harness self-check, no model)" if cfg.is_gold else f"{cfg.topology} / {model}"
-    terminalreporter.section(f"API-Bank: {label}")
-    for line in table_lines(summary):
-        terminalreporter.write_line(line)
+    lines = [f" API-Bank: {label} ".center(width, "="), *table_lines(summary)]
+    for reason, count in (error_reasons or Counter()).most_common(3):
+        lines.append(f"error x{count}: {reason}")
     selection = summary.get("selection") or {}
     if selection.get("deselected"):
         by = ", ".join(f"{name} {value}" if not isinstance(value, bool) else name
                        for name, value in selection.get("pytest", {}).items())
-        terminalreporter.write_line(f"selection: {selection['deselected']} of the {selection['instances']} selected "
-                                    f"instances deselected by pytest ({by}); they are not counted as not run")
+        lines.append(f"selection: {selection['deselected']} of the {selection['instances']} selected instances "
+                     f"deselected by pytest ({by}); they are not counted as not run")
     for forced in summary.get("forced") or []:
-        terminalreporter.write_line(f"FORCED ({forced['at']}): this folder's run continued with other settings: "
-                                    + "; ".join(forced["differences"]), yellow=True)
+        lines.append(f"FORCED ({forced['at']}): this folder's run continued with other settings: "
+                     + "; ".join(forced["differences"]))
     if not summary.get("complete", True):
-        terminalreporter.write_line(
-            f"INCOMPLETE: {summary.get('errors', 0)} instances errored and {summary.get('not_run', 0)} did not run; "
-            "`accuracy` counts them as not correct. Rerun with --apibank-resume to finish.", red=True, bold=True)
-    terminalreporter.write_line(f"results: {Path(cfg.results_dir).resolve()}")
+        lines.append(f"INCOMPLETE: {summary.get('errors', 0)} instances errored and {summary.get('not_run', 0)} did "
+                     f"not run; `accuracy` counts them as not correct. Rerun with {flag('resume')} to finish.")
+    lines.append(f"results: {Path(cfg.results_dir).resolve()}  (one instance: apibank-bench show ID "
+                 f"--out-dir {cfg.results_dir})")
+    return lines

@@ -41,8 +41,6 @@ SELECTION = tuple(setting.name for setting in settings.RUN_SETTINGS
 MANIFESTS = {"all": "the 100-task eval manifest", "1": "the Level-1 curated list", "2": "the Level-2 curated list",
              "3": "the Level-3 curated list"}
 _MISSING = object()
-
-
 class RunMismatch(ValueError):
     """The runs' recorded configurations make a paired comparison meaningless."""
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from apibank_bench.core.settings import flag
 from apibank_bench.plugin import bench_requested, is_worker, run_config
 from apibank_bench.reports.compare import (Run, compare_pair, format_p, load_run, mismatches, paired_lines,
                                           significantly_worse)
@@ -108,7 +109,7 @@ class Gate:
             self.baseline = load_run(Path(cfg.baseline), str(cfg.baseline))
             check_baseline(self.baseline, {"run": cfg.to_dict(), "provenance": provenance(cfg)})
         except (FileNotFoundError, ValueError) as exc:
-            raise pytest.UsageError(f"apibank: --apibank-baseline {cfg.baseline}: refused: {exc}") from None
+            raise pytest.UsageError(f"apibank: {flag('baseline')} {cfg.baseline}: refused: {exc}") from None
 
     @pytest.hookimpl(trylast=True)  # after the writer has written the run's summary
     def pytest_sessionfinish(self, session) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import json
 import shutil
 from html import escape
 from pathlib import Path
@@ -19,13 +20,18 @@ from apibank_bench.reports.compare import Run, compare_runs, first_epoch, format
 from apibank_bench.runs.epochs import correct_epochs
 from apibank_bench.runs.results import SUMMARY, TRACES, trace_name
 from apibank_bench.runs.summary import STAGES, gold_api_name, is_correct, is_error, read_traces, summarize_rows
-from apibank_bench.reports.sweep_table import SWEEP_CSV
+from apibank_bench.reports.sweep_table import SEEDS_CSV, SWEEP_CSV
+
+INSTANCE_PAGES = "instances"  #: the report's folder of rendered instance pages
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; white-space: nowrap; }
 th { background: #f0f0f0; } td.name, th.name { text-align: left; }
+td.name { white-space: normal; overflow-wrap: anywhere; min-width: 8em; max-width: 24em; }
+th { white-space: normal; } .scroll { overflow-x: auto; max-width: 100%; }
+.note { background: #fff8e1; border-left: 4px solid #e0a800; padding: 0.3em 0.6em; }
 td.ok { background: #dff0d8; } td.fail { background: #f8d7da; } td.err { background: #ddd; }
 .warn { color: #a00; font-weight: bold; } img { max-width: 100%; display: block; margin: 0.5em 0 1.5em; }
 """
@@ -70,7 +76,8 @@ def _table(header: list[str], rows: list[list], name_columns: int = 1) -> str:
 
     head = "".join(cell(text, column, "th") for column, text in enumerate(header))
     body = "".join("<tr>" + "".join(cell(value, column) for column, value in enumerate(row)) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # Too wide for the window (many runs side by side), a table scrolls inside the page.
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _image(png: bytes | None, alt: str) -> str:
@@ -184,7 +191,10 @@ def role_table(runs: list[Run], summaries: list[dict]) -> str:
 
 
 def comparisons_table(result: dict) -> str:
-    warnings = "".join(f'<p class="warn">Not comparable: {escape(w)}</p>' for w in result["warnings"])
+    warnings = "".join(f'<p class="note">Compared anyway, but {escape(w)}</p>' for w in result["warnings"])
+    warnings += "".join(f'<p class="note">{escape(comp["run"])} ran another selection of instances '
+                        f'({escape("; ".join(comp["notes"]))}): paired on the instances both hold</p>'
+                        for comp in result["comparisons"] if comp.get("notes"))
     rows = []
     for comp in result["comparisons"]:
         for level, row in [*comp["by_level"].items(), ("overall", comp["overall"])]:
@@ -198,8 +208,33 @@ def comparisons_table(result: dict) -> str:
     return warnings + _table(header, rows, 2)
 
 
-def instances_table(runs: list[Run], trace_dirs: list[str]) -> str:
-    """One line per instance: each run's verdict (epoch 0's, with the run's correct epochs when it has several)."""
+def instance_pages(runs: list[Run], out: Path, trace_dirs: list[str]) -> dict[tuple[int, str], str]:
+    """A rendered page per instance with a trace (`apibank-bench show` as HTML, epoch 0's), linking its raw
+    trace; (run number, ID) -> the page, relative to the report."""
+    from apibank_bench.reports.instance import Instance, sections, to_html
+
+    pages = {}
+    for number, (run, traces) in enumerate(zip(runs, trace_dirs)):
+        folder = out / INSTANCE_PAGES / str(number + 1)
+        if folder.exists():
+            shutil.rmtree(folder)
+        for row in first_epoch(run.rows).values():
+            trace_file = run.path / TRACES / trace_name(row["id"])
+            if not trace_file.is_file():
+                continue
+            trace = json.loads(trace_file.read_text(encoding="utf-8"))
+            name = trace_name(row["id"]).removesuffix(".json") + ".html"
+            folder.mkdir(parents=True, exist_ok=True)
+            raw = f"../../{traces}/{quote(trace_name(row['id']))}"
+            (folder / name).write_text(to_html(sections(Instance(row["id"], row, trace, run.path)), "../../index.html",
+                                               raw), encoding="utf-8")
+            pages[(number, row["id"])] = f"{INSTANCE_PAGES}/{number + 1}/{quote(name)}"
+    return pages
+
+
+def instances_table(runs: list[Run], pages: dict[tuple[int, str], str]) -> str:
+    """One line per instance: each run's verdict (epoch 0's, with the run's correct epochs when it has several),
+    linking its page."""
     by_id = [first_epoch(run.rows) for run in runs]
     repeats = [correct_epochs(run.rows) if any(row.get("epoch") for row in run.rows) else {} for run in runs]
     order = list(dict.fromkeys(row["id"] for run in runs for row in run.rows))
@@ -207,14 +242,13 @@ def instances_table(runs: list[Run], trace_dirs: list[str]) -> str:
     for task_id in order:
         first = next(rows_of[task_id] for rows_of in by_id if task_id in rows_of)
         cells = []
-        for run, rows_of, traces, counts in zip(runs, by_id, trace_dirs, repeats):
+        for number, (rows_of, counts) in enumerate(zip(by_id, repeats)):
             row = rows_of.get(task_id)
             if row is None:
                 cells.append("—")
                 continue
             css = "ok" if is_correct(row) else "err" if is_error(row) else "fail"
-            trace = run.path / TRACES / trace_name(task_id)
-            href = f"{traces}/{quote(trace_name(task_id))}" if trace.is_file() else None
+            href = pages.get((number, task_id))
             title = "\n".join(str(row[key]) for key in ("predicted_call", "error") if row.get(key))
             text = "correct" if css == "ok" else row.get("stage") or "wrong"
             if task_id in counts:
@@ -227,11 +261,11 @@ def instances_table(runs: list[Run], trace_dirs: list[str]) -> str:
 def sweep_tables(paths: list) -> str:
     parts = []
     for root in map(Path, paths):
-        table = root / SWEEP_CSV
-        if table.is_file():
-            lines = list(csv.reader(table.read_text(encoding="utf-8").splitlines()))
+        for name, title in ((SWEEP_CSV, "per cell and level"), (SEEDS_CSV, "over the seeds (mean and sd)")):
+            table = root / name
+            lines = list(csv.reader(table.read_text(encoding="utf-8").splitlines())) if table.is_file() else []
             if lines:
-                parts.append(f"<h3>{escape(str(table))}</h3>" + _table(lines[0], lines[1:]))
+                parts.append(f"<h3>{escape(str(table))}: {title}</h3>" + _table(lines[0], lines[1:]))
     return "".join(parts)
 
 
@@ -275,7 +309,9 @@ def build_report(paths: list, out: Path, seed: int = 0) -> Path:
     if len(runs) > 1:
         sections.append((f"Paired comparisons with {runs[0].name} (seed {seed})",
                          comparisons_table(compare_runs(runs, seed, force=True))))
-    sections.append(("Instances", instances_table(runs, copy_traces(runs, out))))
+    pages = instance_pages(runs, out, copy_traces(runs, out))
+    sections.append(("Instances", "<p>Each cell opens the instance: the dialogue, every agent turn, the team's "
+                                  "decision, the scored and the gold call.</p>" + instances_table(runs, pages)))
     body = "".join(f"<h2>{escape(title)}</h2>\n{content}\n" for title, content in sections)
     page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>API-Bank benchmark report</title>'
             f"<style>{STYLE}</style></head><body><h1>API-Bank benchmark report</h1>\n{body}</body></html>\n")

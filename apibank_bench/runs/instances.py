@@ -19,6 +19,7 @@ from apibank_bench.agents import Solution, Solver
 from apibank_bench.agents.chat_agent import solving_epoch
 from apibank_bench.llm.stop import instance_scope
 from apibank_bench.core.redact import redact
+from apibank_bench.core.settings import flag
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.runs.results import records
 from apibank_bench.runs.team import team_fields
@@ -229,7 +230,7 @@ class InstancePool:
                 # The thread cannot be killed; it finishes in the background and its answer is discarded.
                 plain_id, epoch = split_case(task_id)
                 return error_result(self._load(plain_id), f"time limit: no result within {self.time_limit:g} s "
-                                    "(--apibank-instance-timeout)", epoch)
+                                    f"({flag('instance_timeout')})", epoch)
 
     def stop(self, reason: str) -> None:
         """Cancel every instance that has not started (running ones finish, bounded by the model timeout)."""

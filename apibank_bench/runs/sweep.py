@@ -135,7 +135,7 @@ def plan(cell: Cell) -> None:
         values = effective(cell.given)
         cell.cfg = settings.resolve(lambda s: values.get(s.name))
     except ValueError as exc:
-        raise SweepError(f"cell {cell.label}: {str(exc).replace('--apibank-', '--')}") from None
+        raise SweepError(f"cell {cell.label}: {exc}") from None  # the CLI's voice: `--team-size`
     summary = cell_summary(cell.path)
     stored = stored_settings(cell.path)  # also there for a run killed before its summary
     if summary is None and stored is None:

@@ -52,6 +52,20 @@ def replica_role(cfg) -> str | None:
     return TOPOLOGIES.entry(cfg.topology).extra.get("final_role")
 
 
+#: The settings that shape a team; each topology registers which of them it reads (`reads=`).
+TEAM_SETTINGS = ("team_size", "rounds", "message_format", "vote")
+
+
+def ignored_settings(cfg, given) -> list[str]:
+    """One warning per team setting in `given` (names set by the user) that `cfg.topology` does not read."""
+    from apibank_bench.core.settings import flag
+
+    reads = TOPOLOGIES.entry(cfg.topology).extra.get("reads", TEAM_SETTINGS)
+    unread = [name for name in TEAM_SETTINGS if name in given and name not in reads]
+    return [f"{flag(name)} {getattr(cfg, name)} changes nothing: {flag('topology')} {cfg.topology} reads "
+            + (", ".join(flag(n) for n in reads) if reads else "no team setting") for name in unread]
+
+
 def roles(cfg) -> list[str]:
     """The roles (prompt files) of `cfg.topology` at `cfg.team_size`, in the topology's order."""
     role = replica_role(cfg)

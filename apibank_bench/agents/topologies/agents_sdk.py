@@ -3,4 +3,4 @@
 from apibank_bench.agents.topologies import TOPOLOGIES
 
 TOPOLOGIES.register("agents_sdk", "an alias: `single` with `--apibank-agent-kind sdk`", roles=lambda cfg: ["solver"],
-                    alias_of={"topology": "single", "agent_kind": "sdk"})(None)
+                    reads=(), alias_of={"topology": "single", "agent_kind": "sdk"})(None)

@@ -16,7 +16,8 @@ def workers(cfg) -> list[str]:
 
 # Roles list the manager first, the role that decides (optimizers start with it), though it speaks last.
 @TOPOLOGIES.register("centralized", "N - 1 workers report on the task; a manager decides",
-                     roles=lambda cfg: ["manager", *workers(cfg)], final_role="manager")
+                     roles=lambda cfg: ["manager", *workers(cfg)], final_role="manager",
+                     reads=("team_size", "message_format"))
 def centralized(agents, cfg):
     team = workers(cfg)
 

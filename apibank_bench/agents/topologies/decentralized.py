@@ -7,7 +7,8 @@ from apibank_bench.agents.topologies.graph import Node, State, graph_of, ordered
 
 
 @TOPOLOGIES.register("decentralized", "a debate of N agents over R rounds in all; the last round votes",
-                     roles=lambda cfg: ["debater"], final_role="debater")
+                     roles=lambda cfg: ["debater"], final_role="debater",
+                     reads=("team_size", "rounds", "message_format", "vote"))
 def decentralized(agents, cfg):
     def debater(index: int, round: int) -> Node:
         def node(state: State) -> dict:

@@ -5,6 +5,6 @@ from apibank_bench.agents.topologies.graph import replicas
 
 
 @TOPOLOGIES.register("independent", "N agents answer alone; the team votes", roles=lambda cfg: ["solver"],
-                     final_role="solver")
+                     final_role="solver", reads=("team_size", "vote"))
 def independent(agents, cfg):
     return replicas(agents, cfg, "solver")

@@ -15,7 +15,7 @@ def stages(cfg) -> list[str]:
 
 
 @TOPOLOGIES.register("sequential", "a pipeline of stages; the last stage's call is the answer", roles=stages,
-                     final_role="verifier")
+                     final_role="verifier", reads=("team_size", "message_format"))
 def sequential(agents, cfg):
     def stage(index: int, role: str) -> Node:
         def node(state: State) -> dict:
