@@ -1,6 +1,8 @@
 """Our APIs against upstream's, on every pool task and on systematically perturbed arguments.
 
-Runs only when APIBANK_UPSTREAM points at an upstream `api-bank` checkout. Both
+Runs against upstream's code at APIBANK_UPSTREAM, by default `../shared/apibank` beside the
+project when that folder holds upstream's `apis/` (so CI runs every case); it skips, saying
+why, where there is no upstream checkout. Both
 sides run in equivalent fresh environments: per-tool copies of the same initial
 databases, each side's own CheckToken as token checker, parameters converted by
 our `convert_parameters`, and the task's earlier API calls replayed first (with
@@ -43,7 +45,7 @@ from apibank_bench.apis import api_classes
 from apibank_bench.apis.environment import Environment, initial_databases
 from apibank_bench.core.frozen import thaw
 from apibank_bench.data.manifests import POOL_MANIFEST, read_manifest
-from apibank_bench.core.paths import require_root
+from apibank_bench.core.paths import PROJECT_ROOT, require_root
 from apibank_bench.scoring import Scorer
 from apibank_bench.data.tasks import get_task, load_level
 
@@ -61,11 +63,22 @@ def _load_helper():
 
 load_upstream_apis = _load_helper().load_upstream_apis
 
-UPSTREAM = os.environ.get("APIBANK_UPSTREAM", "")
+SHARED_UPSTREAM = PROJECT_ROOT.parent / "shared" / "apibank"  #: upstream's code beside its data, where CI has it
+
+
+def _upstream() -> str:
+    """APIBANK_UPSTREAM if set, else ../shared/apibank when it holds upstream's `apis/`, else ''."""
+    if "APIBANK_UPSTREAM" in os.environ:
+        return os.environ["APIBANK_UPSTREAM"]
+    return str(SHARED_UPSTREAM) if (SHARED_UPSTREAM / "apis").is_dir() else ""
+
+
+UPSTREAM = _upstream()
 
 pytestmark = pytest.mark.skipif(
     not UPSTREAM,
-    reason="APIBANK_UPSTREAM is not set: point it at an upstream api-bank checkout to compare our APIs with upstream's",
+    reason=f"no upstream api-bank checkout: APIBANK_UPSTREAM is not set and {SHARED_UPSTREAM} has no apis/ "
+           "(point APIBANK_UPSTREAM at one to compare our APIs with upstream's)",
 )
 
 NETWORK_APIS = frozenset({"SearchEngine", "Translate", "Dictionary"})  # see the module docstring
