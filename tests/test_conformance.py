@@ -77,7 +77,7 @@ UPSTREAM = _upstream()
 
 pytestmark = pytest.mark.skipif(
     not UPSTREAM,
-    reason=f"no upstream api-bank checkout: APIBANK_UPSTREAM is not set and {SHARED_UPSTREAM} has no apis/ "
+    reason=f"no upstream api-bank checkout: APIBANK_UPSTREAM names none and {SHARED_UPSTREAM} has no apis/ "
            "(point APIBANK_UPSTREAM at one to compare our APIs with upstream's)",
 )
 
