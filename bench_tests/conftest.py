@@ -12,7 +12,7 @@ from apibank_bench.runs.instances import InstancePool, RunStopped
 from apibank_bench.core.paths import DataMissing, require_root
 from apibank_bench.plugin import my_instances, record, run_config
 from apibank_bench.plugin.keys import MODEL, POOL
-from apibank_bench.scoring import Scorer
+from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.data.tasks import get_task
 
 

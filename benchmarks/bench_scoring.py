@@ -193,7 +193,7 @@ def run(root: Path, repeats: int, upstream: str | None, upstream_repeats: int) -
             api_classes(api_set)
     load["api_modules"] = clock.ms()
 
-    from apibank_bench.scoring import Scorer
+    from apibank_bench.scoring.scorer import Scorer
 
     scorer = Scorer(root)
     with Clock() as clock:  # warm-up: also builds the frozen ToolSearcher catalogs, loads the model if needed

@@ -7,7 +7,8 @@ import pytest
 
 from apibank_bench.data import manifests
 from apibank_bench.core.paths import MANIFEST_DIR, PROJECT_ROOT
-from apibank_bench.scoring import Scorer, curation
+from apibank_bench.scoring import curation
+from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.data.tasks import split_combined_id
 
 REFERENCE = PROJECT_ROOT.parent / "shared" / "reference"

@@ -6,7 +6,7 @@ import json
 from apibank_bench.data import manifests
 from apibank_bench.runs.results import (MAX_STORED_CHARS, PREDICTIONS, RESULTS, TRACES, RunFiles, cap_strings,
                                    read_jsonl, records, to_json, trace_name)
-from apibank_bench.scoring import Scorer
+from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.data.tasks import get_task
 
 SURROGATE_ANSWER = "[GetToday(x='\ud800')] and a stray \udfff"

@@ -19,7 +19,7 @@ from apibank_bench.agents.topologies.sequential import PIPELINE
 BUILDERS = [entry.name for entry in TOPOLOGIES if not entry.extra.get("alias_of")]
 from apibank_bench.core.settings import RunConfig
 from apibank_bench.llm import ChatClient, ModelConfig
-from apibank_bench.scoring import Scorer
+from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.data.tasks import get_task, render_call
 from tests.openai_stub import OpenAIStub, Reply, error, tool_call
 

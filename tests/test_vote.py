@@ -18,7 +18,7 @@ from apibank_bench.agents.topologies import build_topology
 from apibank_bench.agents.vote import canonical_call, reference_key, vote
 from apibank_bench.core.settings import RunConfig
 from apibank_bench.llm import ChatClient, ModelConfig
-from apibank_bench.scoring import Scorer
+from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.data.tasks import get_task
 from tests.openai_stub import OpenAIStub, Reply
 

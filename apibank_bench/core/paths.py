@@ -32,8 +32,6 @@ def resolve_root(explicit: str | os.PathLike | None = None) -> Path:
 
 def require_root(explicit: str | os.PathLike | None = None) -> Path:
     """The data root, checked to look like an upstream checkout."""
-    from apibank_bench.core.settings import flag
-
     root = resolve_root(explicit)
     needed = [root / LEVEL_DIRS["1"], root / LEVEL_DIRS["2"], root / LEVEL3_FILE, root / INIT_DATABASE_DIR]
     missing = [str(path.relative_to(root)) for path in needed if not path.exists()]

@@ -68,6 +68,11 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         return self.entry(name).value
 
+    def has(self, name: str) -> bool:
+        """Whether `name` (or an alias) is registered."""
+        self._load()
+        return name in self._entries or name in self._aliases
+
     def __iter__(self) -> Iterator[Entry[T]]:
         self._load()
         entries = list(self._entries.values())

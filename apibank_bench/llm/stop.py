@@ -16,7 +16,6 @@ HTTP 429 neither counts nor resets the streak: a throttling endpoint is alive.
 from __future__ import annotations
 
 import threading
-import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Callable, Iterator

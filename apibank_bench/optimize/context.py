@@ -25,7 +25,8 @@ from apibank_bench.agents.prompts import task_prompt
 from apibank_bench.core.settings import RunConfig
 from apibank_bench.llm import ChatClient, ModelError
 from apibank_bench.runs.instances import InstancePool, InstanceResult
-from apibank_bench.scoring import Scorer
+from apibank_bench.scoring.scorer import Scorer
+from apibank_bench.scoring.stage import Stage
 from apibank_bench.data.tasks import Task, get_task
 from apibank_bench.optimize.events import EventLog
 
@@ -36,7 +37,7 @@ class Rollout:
 
     task_id: str
     correct: bool
-    stage: str  #: "parse" | "api_name" | "score" | "error" (the endpoint, solver or scorer failed)
+    stage: Stage  #: how far the team's answer got (`Stage.ERROR`: the endpoint, solver or scorer failed)
     error: str | None
     predicted_call: str | None
     gold_call: str
@@ -89,7 +90,7 @@ def rollout_from(outcome: InstanceResult) -> Rollout:
     return Rollout(
         task_id=result["id"],
         correct=bool(result["correct"]),
-        stage=result["stage"],  # "error" when the endpoint, the solver or the scorer failed
+        stage=Stage(result["stage"]),
         error=result["error"],
         predicted_call=result["predicted_call"],
         gold_call=result["gold_call"],
@@ -160,7 +161,7 @@ class Context:
         self.log("evaluation", step=step, candidate=folder.name, split=self._split_of(task_ids),
                  tasks=len(rollouts), correct=sum(r.correct for r in rollouts),
                  score=(sum(r.score for r in rollouts) / len(rollouts)) if rollouts else 0.0,
-                 errors=sum(r.stage == "error" for r in rollouts), task_ids=task_ids,
+                 errors=sum(r.stage == Stage.ERROR for r in rollouts), task_ids=task_ids,
                  scores=[r.score for r in rollouts], **usage(outcomes))
         return rollouts
 

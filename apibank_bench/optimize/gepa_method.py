@@ -18,6 +18,8 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING, Any
 
+from apibank_bench.scoring.stage import Stage
+
 if TYPE_CHECKING:  # the command line imports this module for its flags: keep that light
     from apibank_bench.optimize.context import Context, Rollout
 
@@ -35,15 +37,15 @@ HYPERPARAMETERS: dict[str, tuple[type, Any, str]] = {
                                "end, where the dialogue is; keeps reflections within a small model's context)"),
 }
 
-_STAGE_WORDS = {"parse": "did not parse as one call", "api_name": "named the wrong API",
-                "score": "named the right API but the call's result was wrong"}
+_STAGE_WORDS = {Stage.PARSE: "did not parse as one call", Stage.API_NAME: "named the wrong API",
+                Stage.SCORE: "named the right API but the call's result was wrong"}
 
 
 def feedback(rollout: Rollout) -> str:
     """The scorer's verdict on the team's final call, with the gold call (training tasks only)."""
     if rollout.correct:
         return f"Correct: the team's final call {rollout.predicted_call} gives the gold call's result."
-    if rollout.stage == "error":
+    if rollout.stage == Stage.ERROR:
         return f"No answer (stage error): the run failed ({rollout.error}). Gold: {rollout.gold_call}."
     predicted = rollout.predicted_call or repr((rollout.answer or "")[-300:])
     return (f"Incorrect (stage {rollout.stage}): the team's final answer "

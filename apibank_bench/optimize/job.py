@@ -27,7 +27,8 @@ from apibank_bench.data.manifests import manifest_ids, splits
 from apibank_bench.core.paths import require_root
 from apibank_bench.runs.provenance import provenance
 from apibank_bench.runs.results import RunFiles, finished_ids
-from apibank_bench.scoring import Scorer
+from apibank_bench.scoring.scorer import Scorer
+from apibank_bench.scoring.stage import Stage
 from apibank_bench.core.settings import RunConfig, from_environment
 from apibank_bench.data.tasks import get_task
 from apibank_bench.optimize import grid, methods
@@ -179,7 +180,7 @@ def _phase_validation(ctx: Context, seeds: dict, best: dict, out: Path, events: 
         correct = sum(r.correct for r in rollouts)
         report[name] = {"correct": correct, "total": len(rollouts),
                         "accuracy": correct / len(rollouts) if rollouts else None,
-                        "errors": sum(r.stage == "error" for r in rollouts),
+                        "errors": sum(r.stage == Stage.ERROR for r in rollouts),
                         "correct_ids": [r.task_id for r in rollouts if r.correct]}
     dump(out / "validation.json", report)
 

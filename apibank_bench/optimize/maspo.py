@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apibank_bench.optimize.rollouts import clip, digest, extract_prompt, reader_output, role_input, role_output, verdict
+from apibank_bench.scoring.stage import Stage
 
 # The budget is methods.FALLBACK_BUDGET (600): enough for the full default schedule on a one-role topology
 # (9 steps of <= 60 rollouts, 2 refreshes).
@@ -265,7 +266,7 @@ class Maspo:
         # Per task, the comparisons it needs: (kind, candidate text, parent text).
         pairs = []
         for b, c in zip(base, cand):
-            if b.stage == "error" or c.stage == "error":
+            if Stage.ERROR in (b.stage, c.stage):
                 continue  # an endpoint failure says nothing about either prompt
             needed = []
             if reader_output(b, role):  # nobody reads a terminal role: global alignment only

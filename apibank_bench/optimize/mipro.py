@@ -47,6 +47,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from apibank_bench.optimize.rollouts import clip, digest, extract_prompt, role_input, role_output
+from apibank_bench.scoring.stage import Stage
 
 #: Trials; DSPy's "light" setting for one role proposes 6 candidates and runs about 10.
 DEFAULT_BUDGET = 10
@@ -101,7 +102,7 @@ class Bridge:
                 self.memo[key, task_id] = rollout
         found = [self.memo[key, t] for t in task_ids]
         for rollout in found:
-            if rollout.stage == "error" and self.failure is None:
+            if rollout.stage == Stage.ERROR and self.failure is None:
                 self.failure = EvaluationFailed(f"task {rollout.task_id}: {rollout.error}")
         if self.failure is not None:
             raise self.failure

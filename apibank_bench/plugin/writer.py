@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from apibank_bench.runs.instances import ERROR, error_result
+from apibank_bench.runs.instances import error_result
 from apibank_bench.runs.provenance import now
 from apibank_bench.runs.folder import FolderTaken, decide, write_record
 from apibank_bench.runs.results import RunFiles, read_summary
@@ -29,6 +29,7 @@ from apibank_bench.runs.epochs import row_key, split_case
 from apibank_bench.core.progress import ProgressLine, eta
 from apibank_bench.core.settings import flag
 from apibank_bench.plugin.keys import COMMAND_OUTPUT, MODEL, USER_PROPERTY
+from apibank_bench.scoring.stage import Stage
 
 PROGRESS_EVERY_S = 10.0  #: plain progress lines (not a terminal, or pytest's own per-test characters)
 
@@ -147,7 +148,7 @@ class Writer:
             self.last_progress = time.monotonic()
         self.done += 1
         self.correct += bool(result["correct"])
-        if result["stage"] == ERROR:
+        if result["stage"] == Stage.ERROR:
             self.errors += 1
             self.error_reasons[str(result.get("error") or "?")[:160]] += 1
         self.cache_hits += sum(bool(turn.get("cached")) for turn in (payload.get("trace") or {}).get("agents") or ())

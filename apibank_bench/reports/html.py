@@ -19,8 +19,9 @@ from urllib.parse import quote
 from apibank_bench.reports.compare import Run, compare_runs, first_epoch, format_p, load_run
 from apibank_bench.runs.epochs import correct_epochs
 from apibank_bench.runs.results import SUMMARY, TRACES, trace_name
-from apibank_bench.runs.summary import STAGES, gold_api_name, is_correct, is_error, read_traces, summarize_rows
+from apibank_bench.runs.summary import gold_api_name, is_correct, is_error, read_traces, summarize_rows
 from apibank_bench.reports.sweep_table import SEEDS_CSV, SWEEP_CSV
+from apibank_bench.scoring.stage import Stage
 
 INSTANCE_PAGES = "instances"  #: the report's folder of rendered instance pages
 
@@ -168,8 +169,8 @@ def levels_table(runs: list[Run], summaries: list[dict]) -> str:
 
 
 def failures_table(runs: list[Run], summaries: list[dict]) -> str:
-    rows = [[run.name, *(s["failures_by_stage"].get(stage, 0) for stage in STAGES)] for run, s in zip(runs, summaries)]
-    return _table(["run", *STAGES], rows)
+    rows = [[run.name, *(s["failures_by_stage"].get(stage, 0) for stage in Stage)] for run, s in zip(runs, summaries)]
+    return _table(["run", *Stage], rows)
 
 
 def api_table(runs: list[Run], summaries: list[dict]) -> str:

@@ -9,7 +9,9 @@ import matplotlib
 matplotlib.use("Agg")  # no display, no GUI toolkit: the report is built headless
 import matplotlib.pyplot as plt  # noqa: E402
 
-FAILURE_COLORS = {"parse": "#d95f02", "api_name": "#7570b3", "score": "#e7298a", "error": "#666666"}
+from apibank_bench.scoring.stage import Stage  # noqa: E402
+
+FAILURE_COLORS = {Stage.PARSE: "#d95f02", Stage.API_NAME: "#7570b3", Stage.SCORE: "#e7298a", Stage.ERROR: "#666666"}
 
 
 def _png(fig) -> bytes:

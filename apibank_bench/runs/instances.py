@@ -2,7 +2,7 @@
 
 A model that could not answer (after the model layer's retries), a solver or
 scorer crash, and an instance over its time limit all give an *error* result
-(`stage: "error"`), never a wrong answer. One instance's failure never touches
+(`Stage.ERROR`), never a wrong answer. One instance's failure never touches
 another's.
 """
 
@@ -23,10 +23,10 @@ from apibank_bench.core.settings import flag
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.runs.results import records
 from apibank_bench.runs.team import team_fields
-from apibank_bench.scoring import Score, Scorer
+from apibank_bench.scoring.scorer import Score, Scorer
+from apibank_bench.scoring.stage import Stage
 from apibank_bench.data.tasks import Task
 
-ERROR = "error"  #: the stage of an instance that has no answer to score
 #: One scoring at a time per process: it is CPU-bound (no gain from threads under the GIL), and each
 #: scoring holds its own environment's database copies, so 32 at once would multiply the memory.
 _SCORING = threading.Lock()
@@ -48,7 +48,7 @@ class InstanceResult:
 
     @property
     def is_error(self) -> bool:
-        return self.score.stage == ERROR
+        return self.score.stage == Stage.ERROR
 
     @property
     def failure_message(self) -> str:
@@ -96,14 +96,14 @@ def score(solved: Solved, scorer: Scorer) -> InstanceResult:
     task, solution, team = solved.task, solved.solution, None
     if solved.errors:
         error = solved.errors[-1]
-        verdict = Score(False, ERROR, f"model error: {error}" if solved.endpoint_failure else error)
+        verdict = Score(False, Stage.ERROR, f"model error: {error}" if solved.endpoint_failure else error)
     else:
         try:
             with _SCORING:
                 verdict = scorer.score(task, solution.answer)
         except Exception as exc:  # a scorer bug is the harness's failure, not the answer's
-            verdict = Score(False, ERROR, f"scorer crashed: {type(exc).__name__}: {exc}")
-        team = _score_agents(task, solution, scorer) if verdict.stage != ERROR else None
+            verdict = Score(False, Stage.ERROR, f"scorer crashed: {type(exc).__name__}: {exc}")
+        team = _score_agents(task, solution, scorer) if verdict.stage != Stage.ERROR else None
     return _result(task, solution, verdict, solved.elapsed, solved.endpoint_failure, solved.epoch, team)
 
 
@@ -122,7 +122,7 @@ def _score_agents(task: Task, solution: Solution, scorer: Scorer) -> dict | None
 
 def error_result(task: Task, message: str, epoch: int = 0) -> InstanceResult:
     """An instance that produced nothing to score (time limit, cancelled run...)."""
-    return _result(task, Solution(answer=None), Score(False, ERROR, message), 0.0, False, epoch)
+    return _result(task, Solution(answer=None), Score(False, Stage.ERROR, message), 0.0, False, epoch)
 
 
 def _result(task: Task, solution: Solution, score: Score, elapsed: float, endpoint_failure: bool, epoch: int = 0,

@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import threading
 import uuid
 from pathlib import Path
@@ -19,7 +18,8 @@ from typing import Any, Iterable
 
 from apibank_bench.core.text import SURROGATES
 from apibank_bench.runs.epochs import row_key, split_case
-from apibank_bench.scoring import Score, Scorer
+from apibank_bench.scoring.scorer import Score, Scorer
+from apibank_bench.scoring.stage import Stage
 from apibank_bench.data.tasks import Task, get_task
 
 RESULTS = "results.jsonl"
@@ -173,12 +173,12 @@ def write_atomic(path: Path, text: str) -> None:
 
 def finished_ids(out_dir: Path) -> set[str]:
     """Instances with a scored answer; an errored one is not finished (a resumed run tries it again)."""
-    return {line["id"] for line in read_jsonl(Path(out_dir) / RESULTS) if line.get("stage") != "error"}
+    return {line["id"] for line in read_jsonl(Path(out_dir) / RESULTS) if line.get("stage") != Stage.ERROR}
 
 
 def finished_keys(out_dir: Path) -> set[tuple[str, int]]:
     """(instance, epoch) pairs with a scored answer (runs.epochs.row_key)."""
-    return {row_key(line) for line in read_jsonl(Path(out_dir) / RESULTS) if line.get("stage") != "error"}
+    return {row_key(line) for line in read_jsonl(Path(out_dir) / RESULTS) if line.get("stage") != Stage.ERROR}
 
 
 def read_summary(out_dir: Path) -> dict | None:
@@ -270,7 +270,7 @@ def score_predictions_file(predictions: Path, out_dir: Path, level: str | None =
         task = get_task(str(line["id"]), level=level, root=scorer.root)
         answer = line.get("prediction")
         cut = line.get("prediction_truncated")
-        score = (Score(False, "error", f"the stored answer was cut to {MAX_STORED_CHARS} characters (of "
+        score = (Score(False, Stage.ERROR, f"the stored answer was cut to {MAX_STORED_CHARS} characters (of "
                                        f"{cut.get('length')}): the whole answer is not in this file")
                  if isinstance(cut, dict) else scorer.score(task, answer))
         prediction, result = records(task, answer, score)

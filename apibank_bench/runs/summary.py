@@ -1,6 +1,6 @@
 """What `summary.json` says about a run's rows: accuracy with intervals, errors, failures, tokens.
 
-A row with `stage: "error"` is an infrastructure failure (endpoint down, timeout, crash), not
+A row at `Stage.ERROR` is an infrastructure failure (endpoint down, timeout, crash), not
 an answer: it counts as an error and never as correct. Accuracy is given over all instances
 (errors count against it) and over the completed ones. Token usage a server did not report is
 counted as missing, never as zero.
@@ -17,14 +17,14 @@ from typing import Iterable
 from apibank_bench.runs.epochs import correct_epochs, epoch_summary
 from apibank_bench.runs.stats import ratio_bootstrap, wilson
 from apibank_bench.runs.team import team_summary
+from apibank_bench.scoring.stage import Stage
 
-STAGES = ("parse", "api_name", "score", "error")
 SMALL_N = 20  #: below this many instances an accuracy is flagged as too noisy to read alone
 _API_NAME = re.compile(r"\s*\[?\s*([A-Za-z_]\w*)\s*\(")
 
 
 def is_error(row: dict) -> bool:
-    return row.get("stage") == "error"
+    return row.get("stage") == Stage.ERROR
 
 
 def is_correct(row: dict) -> bool:
@@ -200,7 +200,7 @@ def summarize_rows(rows: list[dict], traces: Iterable[dict] = ()) -> dict:
         **accuracy(rows),
         "by_level": _grouped(rows, lambda row: str(row.get("level"))),
         "by_api": _grouped(rows, lambda row: gold_api_name(row.get("gold_call"))),
-        "failures_by_stage": {stage: failures.get(stage, 0) for stage in STAGES},
+        "failures_by_stage": {stage: failures.get(stage, 0) for stage in Stage},
         "tokens": {"prompt_tokens": tokens["prompt_tokens"], "completion_tokens": tokens["completion_tokens"]},
         "tokens_per_instance": tokens,
         "tokens_by_role": role_tokens(traces),

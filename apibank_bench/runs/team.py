@@ -18,6 +18,7 @@ from collections import defaultdict
 from typing import Callable
 
 from apibank_bench.scoring.parsing import select_call
+from apibank_bench.scoring.stage import Stage
 
 
 def scored_turns(turns: list[dict], score: Callable[[str | None], object]) -> list[dict]:
@@ -77,7 +78,7 @@ def team_summary(rows: list[dict]) -> dict | None:
 
     Error rows carry no agent scores and are left out here (they are counted in `errors`).
     """
-    team = [row for row in rows if row.get("agents_correct") is not None and row.get("stage") != "error"]
+    team = [row for row in rows if row.get("agents_correct") is not None and row.get("stage") != Stage.ERROR]
     if not team:
         return None
     n = len(team)

@@ -14,7 +14,7 @@ from pathlib import Path
 from apibank_bench.core.paths import MANIFEST_DIR
 from apibank_bench.data.manifests import POOL_MANIFEST, curated_name, load_selection
 from apibank_bench.data.tasks import LEVELS, Task, load_level, split_combined_id
-from apibank_bench.scoring import Scorer
+from apibank_bench.scoring.scorer import Scorer
 
 CURATED_LIMITS = {"1": 100, "2": 100, "3": 245}
 _NONDETERMINISTIC = {"SearchEngine", "Translate"}

@@ -25,11 +25,9 @@ from apibank_bench.apis.search.model import ModelUnavailable
 from apibank_bench.core.frozen import thaw
 from apibank_bench.core.registry import Registry
 from apibank_bench.apis.search.catalog import SEARCHER_FILE, Catalog, spec_catalog, split_api_name
+from apibank_bench.scoring.api_scorers import API_SCORERS, Verdict
 
 API_NAME = "ToolSearcher"
-
-#: (correct, error message or None, execution result or None)
-Verdict = tuple[bool, "str | None", "dict | None"]
 
 SCORERS: Registry = Registry("ToolSearcher scorer", "--apibank-toolsearcher-scorer")
 
@@ -50,6 +48,13 @@ def score_toolsearcher(task, params: dict, scorer: str, root: Path) -> Verdict:
     `ModelUnavailable` is raised, not scored, when a needed embedding cannot be computed.
     """
     return SCORERS.get(scorer)(task, params, root)
+
+
+@API_SCORERS.register(API_NAME, "the ToolSearcher scorer chosen by --apibank-toolsearcher-scorer "
+                                "(by default the level's: `keyword` for Level 1, else `official`)")
+def score_toolsearcher_call(task, arguments: dict, scorer) -> Verdict:
+    """The `score` stage of a ToolSearcher call; `scorer` is the run's `Scorer` (root and option)."""
+    return score_toolsearcher(task, arguments, scorer.toolsearcher_scorer or default_scorer(task.level), scorer.root)
 
 
 # -- keyword ---------------------------------------------------------------------------
