@@ -83,7 +83,7 @@ def test_a_stopped_pool_reports_the_instances_it_never_started(apibank_root):
 
 
 def test_the_embedding_model_is_preloaded_only_when_the_selection_can_need_it(apibank_root, monkeypatch):
-    import apibank_bench.scoring as scoring
+    import apibank_bench.scoring.scorer as scoring
 
     loaded = []
 
