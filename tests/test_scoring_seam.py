@@ -34,3 +34,11 @@ def test_the_scorer_reports_each_stage(apibank_root):
     keyword = Scorer(apibank_root, "keyword")  # no embedding needed
     wrong = keyword.score(search, "[ToolSearcher(keywords='nothing like the gold')]")
     assert (wrong.stage, wrong.correct) == (Stage.SCORE, False) and "keyword mismatch" in wrong.error
+
+
+def test_a_results_line_holds_the_stage_as_a_plain_str(apibank_root):
+    from apibank_bench.runs.results import records
+
+    task = get_task(manifest_ids("all")[0], root=apibank_root)
+    _, result = records(task, "no call", Scorer(apibank_root).score(task, "no call"))
+    assert type(result["stage"]) is str and result["stage"] == "parse"  # xdist's channel serializes no enum

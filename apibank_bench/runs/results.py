@@ -86,7 +86,7 @@ def records(task: Task, answer: str | None, score: Score, extra: dict | None = N
         "epoch": epoch,
         "level": task.level,
         "correct": score.correct,
-        "stage": score.stage,
+        "stage": Stage(score.stage).value,  # a plain str: xdist's channel (json-report metadata) takes no enum
         "error": score.error,
         "predicted_call": score.predicted_call,
         "gold_call": task.gold_call,
