@@ -18,6 +18,7 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING, Any
 
+from apibank_bench.optimize.rollouts import role_turns, turn_input
 from apibank_bench.scoring.stage import Stage
 
 if TYPE_CHECKING:  # the command line imports this module for its flags: keep that light
@@ -53,23 +54,18 @@ def feedback(rollout: Rollout) -> str:
             f"Predicted: {predicted}. Gold: {rollout.gold_call}.")
 
 
-def _shown(turn: dict, fallback: str) -> str:
-    users = [m.get("content", "") for m in turn.get("messages") or [] if m.get("role") == "user"]
-    return users[-1] if users else fallback
-
-
 def _tail(text: str, limit: int) -> str:
     return text if len(text) <= limit else "[...]\n" + text[-limit:]
 
 
 def role_records(rollout: Rollout, role: str, turns_per_task: int, input_chars: int) -> list[dict[str, str]]:
     """One role's part in one rollout: its turns of the last round it spoke in."""
-    turns = [turn for turn in rollout.agents if turn.get("role") == role]
+    turns = role_turns(rollout, role)
     if not turns:
         return []
     last = max(turn.get("round", 0) for turn in turns)
     chosen = sorted((t for t in turns if t.get("round", 0) == last), key=lambda t: t.get("index", 0))
-    return [{"Inputs": _tail(_shown(turn, rollout.dialogue), input_chars),
+    return [{"Inputs": _tail(turn_input(turn, rollout.dialogue), input_chars),
              "Generated Outputs": _tail(turn.get("answer") or "", input_chars), "Feedback": feedback(rollout)}
             for turn in chosen[:max(1, turns_per_task)]]
 

@@ -29,27 +29,34 @@ def extract_prompt(reply: str) -> str:
     return reply.strip()
 
 
+def role_turns(rollout, role: str) -> list[dict]:
+    """The role's agent turns in the rollout's trace, in the order they ran."""
+    return [turn for turn in rollout.agents if turn.get("role") == role]
+
+
 def role_output(rollout, role: str) -> str:
-    turns = [t for t in rollout.agents if t.get("role") == role]
-    return "\n---\n".join(str(t.get("answer") or "") for t in turns)
+    return "\n---\n".join(str(turn.get("answer") or "") for turn in role_turns(rollout, role))
 
 
 def reader_output(rollout, role: str) -> str:
     """What the agents that read this role's first turn said: the next round's turns of other roles."""
-    rounds = [t.get("round", 0) for t in rollout.agents if t.get("role") == role]
+    rounds = [turn.get("round", 0) for turn in role_turns(rollout, role)]
     if not rounds:
         return ""
     readers = [t for t in rollout.agents if t.get("round", 0) == min(rounds) + 1 and t.get("role") != role]
     return "\n---\n".join(f"{t.get('role')}: {t.get('answer') or ''}" for t in readers)
 
 
+def turn_input(turn: dict, fallback: str = "") -> str:
+    """The last user message of one agent turn (the system prompt is the candidate itself)."""
+    users = [m.get("content", "") for m in turn.get("messages") or [] if m.get("role") == "user"]
+    return users[-1] if users else fallback
+
+
 def role_input(rollout, role: str) -> str:
-    """The user message the role's first turn saw (the system prompt is the candidate itself)."""
-    for turn in rollout.agents:
-        if turn.get("role") == role:
-            users = [m.get("content", "") for m in turn.get("messages", []) if m.get("role") == "user"]
-            return users[-1] if users else ""
-    return rollout.dialogue
+    """What the role's first turn was shown; the dialogue where the role did not speak."""
+    turns = role_turns(rollout, role)
+    return turn_input(turns[0]) if turns else rollout.dialogue
 
 
 def verdict(rollout) -> str:
