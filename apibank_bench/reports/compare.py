@@ -26,7 +26,8 @@ from apibank_bench.core import settings
 from apibank_bench.runs.results import RESULTS, read_jsonl, read_summary
 from apibank_bench.runs.epochs import epoch_summary, row_key
 from apibank_bench.runs.stats import discordant, mcnemar_exact, min_detectable_difference, paired_bootstrap
-from apibank_bench.runs.summary import is_correct, is_error, tokens_per_correct
+from apibank_bench.runs.row import is_correct, is_error
+from apibank_bench.runs.summary import tokens_per_correct
 
 #: What must agree between compared runs, by name, as paths into summary.json's `config`
 #: (the first path both runs recorded decides; a path only one run recorded is not a difference).

@@ -19,7 +19,8 @@ from urllib.parse import quote
 from apibank_bench.reports.compare import Run, compare_runs, first_epoch, format_p, load_run
 from apibank_bench.runs.epochs import correct_epochs
 from apibank_bench.runs.results import SUMMARY, TRACES, trace_name
-from apibank_bench.runs.summary import gold_api_name, is_correct, is_error, read_traces, summarize_rows
+from apibank_bench.runs.row import is_correct, is_error
+from apibank_bench.runs.summary import gold_api_name, read_traces, summarize_rows
 from apibank_bench.reports.sweep_table import SEEDS_CSV, SWEEP_CSV
 from apibank_bench.scoring.stage import Stage
 

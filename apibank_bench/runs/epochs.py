@@ -21,6 +21,7 @@ from collections import Counter, defaultdict
 from statistics import fmean, stdev
 from typing import Iterable
 
+from apibank_bench.runs.row import is_correct
 from apibank_bench.runs.stats import clustered_interval, pass_at_k
 
 _CASE = re.compile(r"(?P<id>.+)-epoch(?P<epoch>\d+)")
@@ -50,8 +51,6 @@ def row_key(row: dict) -> tuple[str, int]:
 
 def correct_epochs(rows: list[dict]) -> dict[str, list[int]]:
     """Per instance: [correct epochs, epochs with a row]."""
-    from apibank_bench.runs.summary import is_correct
-
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for row in rows:
         counts[row["id"]][0] += is_correct(row)
@@ -61,8 +60,6 @@ def correct_epochs(rows: list[dict]) -> dict[str, list[int]]:
 
 def epoch_summary(rows: list[dict]) -> dict:
     """The repeats part of summary.json for a group of rows (see the module docstring)."""
-    from apibank_bench.runs.summary import is_correct
-
     counts = correct_epochs(rows)
     correct = [c for c, _ in counts.values()]
     attempts = [n for _, n in counts.values()]

@@ -17,18 +17,11 @@ from typing import Iterable
 from apibank_bench.runs.epochs import correct_epochs, epoch_summary
 from apibank_bench.runs.stats import ratio_bootstrap, wilson
 from apibank_bench.runs.team import team_summary
+from apibank_bench.runs.row import is_correct, is_error
 from apibank_bench.scoring.stage import Stage
 
 SMALL_N = 20  #: below this many instances an accuracy is flagged as too noisy to read alone
 _API_NAME = re.compile(r"\s*\[?\s*([A-Za-z_]\w*)\s*\(")
-
-
-def is_error(row: dict) -> bool:
-    return row.get("stage") == Stage.ERROR
-
-
-def is_correct(row: dict) -> bool:
-    return bool(row.get("correct")) and not is_error(row)
 
 
 def gold_api_name(gold_call: str | None) -> str:
