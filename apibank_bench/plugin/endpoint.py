@@ -4,6 +4,8 @@ each worker its share of instances up front, so it can keep them in flight."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from apibank_bench.agents.models import needs_local_server
@@ -33,7 +35,7 @@ class EndpointPlugin:
         return merge_snapshots([self.own_counts(), *self.worker_counts])
 
     def pytest_sessionfinish(self) -> None:
-        from apibank_bench.plugin import is_worker
+        from apibank_bench.plugin.run import is_worker
 
         if is_worker(self.config):  # travels to the controller with the worker's end
             self.config.workeroutput["apibank_endpoints"] = self.own_counts()
@@ -46,19 +48,26 @@ class EndpointPlugin:
 
     def base_url(self) -> str:
         """The embedded server's URL: from the controller on a worker, else started here."""
-        from apibank_bench.plugin import is_worker, run_config
+        from apibank_bench.plugin.run import is_worker, run_config
 
         if is_worker(self.config) and self.config.workerinput.get("apibank_base_url"):
             return self.config.workerinput["apibank_base_url"]
         if self.local is None:
-            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-            self.local = OnDemandServer(run_config(self.config).cache_root, lambda: reporter and reporter.write_line(
-                "apibank: starting the embedded local model (Gemma 3 270M, a smoke model)"))
+            self.local = OnDemandServer(run_config(self.config).cache_root, self.announce_start)
         return self.local.url()
+
+    def announce_start(self) -> None:
+        """One line as the embedded model starts; it starts inside a test's setup, so past pytest's capture."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None:
+            return
+        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+            reporter.write_line("apibank: starting the embedded local model (Gemma 3 270M, a smoke model)")
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node):  # xdist controller, once per worker
-        from apibank_bench.plugin import SETTINGS_KEY, bench_requested, run_config
+        from apibank_bench.plugin.run import SETTINGS_KEY, bench_requested, run_config
 
         node.workerinput["apibank_share"] = None
         if bench_requested(self.config):
@@ -72,7 +81,7 @@ class EndpointPlugin:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config, log):
-        from apibank_bench.plugin import bench_requested
+        from apibank_bench.plugin.run import bench_requested
 
         if bench_requested(config) and config.getoption("dist", "load") == "load":
             return share_scheduler(config, log)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from apibank_bench.plugin import run_config
+from apibank_bench.plugin.run import quiet_tests, run_config
 from apibank_bench.plugin.keys import COMMAND_OUTPUT
 
 
@@ -57,8 +57,3 @@ class RunOutput:
             lines = closing_lines(run_config(config), self.summary, self.writer.error_reasons,
                                   config.get_terminal_writer().fullwidth)
             print("\n".join(lines), flush=True)
-
-
-def quiet_tests(config) -> bool:
-    """Whether pytest prints nothing per instance (not with `run -v`, which asks for a line each)."""
-    return config.stash.get(COMMAND_OUTPUT, False) and config.option.verbose <= 0

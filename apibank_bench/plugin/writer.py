@@ -24,7 +24,7 @@ from apibank_bench.runs.folder import FolderTaken, decide, write_record
 from apibank_bench.runs.results import RunFiles, read_summary
 from apibank_bench.runs.summary import add_summary_to_json_report, table_lines
 from apibank_bench.data.tasks import get_task
-from apibank_bench.plugin import ids_to_run, narrowing, run_config, selected_cases, selected_ids, task_id_of
+from apibank_bench.plugin.run import ids_to_run, narrowing, run_config, selected_cases, selected_ids, task_id_of
 from apibank_bench.runs.epochs import row_key, split_case
 from apibank_bench.core.progress import ProgressLine, eta
 from apibank_bench.core.settings import flag
@@ -56,7 +56,7 @@ class Writer:
         self.running_since = self.started  #: when instances began (the rate leaves start-up out)
 
     def pytest_sessionstart(self) -> None:
-        from apibank_bench.plugin import bench_requested
+        from apibank_bench.plugin.run import bench_requested
 
         if not bench_requested(self.config):
             return
@@ -97,7 +97,7 @@ class Writer:
 
     def start_line(self) -> None:
         """Once: at the end of collection, or (an xdist controller collects nothing) at the first result."""
-        from apibank_bench.plugin.run_output import quiet_tests
+        from apibank_bench.plugin.run import quiet_tests
 
         if self.line_started or not self.total or not quiet_tests(self.config):
             return
@@ -118,21 +118,21 @@ class Writer:
         payloads = [json.loads(value) for key, value in report.user_properties if key == USER_PROPERTY]
         if payloads:
             self.add(payloads[0])
-        elif report.failed and report.when not in ("setup", "call", "teardown"):
-            self.add_crash(report)
 
-    def add_crash(self, report) -> None:
-        """A test whose process died (an xdist worker crash): an error row, so no instance goes missing."""
-        nodeid = report.nodeid
-        if "test_apibank[" not in nodeid:
-            return
-        task_id, epoch = split_case(nodeid.split("[", 1)[1][:-1])
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report, sched) -> None:
+        """xdist: the worker running `crashitem` died. An instance's case gets an error row, so none goes missing."""
+        case = crashitem.partition("[")[2][:-1]  # a case's pytest ID is its case ID (plugin.pytest_generate_tests)
+        if case not in set(selected_cases(self.config)):
+            return None  # not one of this run's cases
+        task_id, epoch = split_case(case)
         try:
             task = get_task(task_id, root=run_config(self.config).root)
         except (KeyError, ValueError, OSError):
-            return
+            return None
         message = f"harness crash: the test process died ({str(report.longrepr).strip().splitlines()[0][:200]})"
         self.add(error_result(task, message, epoch).payload)
+        return None  # the report stays a failure; xdist does not reschedule the case
 
     def add(self, payload: dict) -> None:
         result = payload["result"]

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from apibank_bench.core.settings import flag
-from apibank_bench.plugin import bench_requested, is_worker, run_config
+from apibank_bench.plugin.run import bench_requested, is_worker, run_config
 from apibank_bench.reports.compare import (Run, compare_pair, format_p, load_run, mismatches, paired_lines,
                                           significantly_worse)
 from apibank_bench.runs.results import SUMMARY, write_atomic

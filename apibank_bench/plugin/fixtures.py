@@ -1,4 +1,4 @@
-"""Fixtures of the benchmark. Per session: the data root, the scorer, the model, the topology and
+"""The benchmark's fixtures, registered by the plugin (bench_tests/ holds only the test). Per session: the data root, the scorer, the model, the topology and
 the pool that keeps this process's instances in flight. Per test: its instance's result."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from apibank_bench.agents.models import EndpointUnreachable, model_client
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.runs.instances import InstancePool, RunStopped
 from apibank_bench.core.paths import DataMissing, require_root
-from apibank_bench.plugin import my_instances, record, run_config
+from apibank_bench.plugin.run import my_instances, record, run_config
 from apibank_bench.plugin.keys import MODEL, POOL
 from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.data.tasks import get_task
