@@ -79,8 +79,12 @@ def test_the_progress_line_shows_requests_waiting_to_retry(tmp_path):
 
     class Reporter:
         lines: list[str] = []
+        currentfspath = None
 
-        def write_line(self, line, **_):
+        def ensure_newline(self):
+            pass
+
+        def write(self, line, **_):
             self.lines.append(line)
 
     class Client:
@@ -95,7 +99,8 @@ def test_the_progress_line_shows_requests_waiting_to_retry(tmp_path):
 
     writer = Writer.__new__(Writer)
     writer.config, writer.total, writer.done, writer.errors, writer.correct = Config(), 100, 10, 10, 0
-    writer.started = writer.last_progress = 0.0
+    writer.started = writer.last_progress = writer.running_since = 0.0
+    writer.cache_hits = 0
     Config.stash = {MODEL: Client()}
     writer.progress()
     assert "2 requests in flight, 31 waiting to retry" in Reporter.lines[-1]
