@@ -30,7 +30,7 @@ def test_resume_into_a_run_with_other_settings_is_refused_naming_them(tmp_path):
     [line] = [line for line in (refused.stdout + refused.stderr).splitlines() if "refused" in line]
     assert "model 'gold' (this run: 'stub')" in line and "temperature 0.2 (this run: 0.7)" in line
     assert "base_url" not in line and "limit" not in line  # an endpoint and a selection may differ
-    assert "--apibank-force" in line
+    assert "(--force continues it anyway)" in line  # in the words of `run`, the command typed
     assert (tmp_path / "results.jsonl").read_text() == before  # nothing ran, nothing was written
 
     # operational settings and the selection may differ: the gold run continues to 5 instances
@@ -53,7 +53,7 @@ def test_a_fresh_run_never_replaces_another_runs_results(tmp_path):
     assert again.returncode == 2, again.stdout[-2000:]
     message = again.stdout + again.stderr
     assert "holds another run's results (single / gold, 10 instances)" in message
-    assert "--apibank-overwrite" in message
+    assert "--overwrite replaces them" in message and "--apibank-" not in message
     assert len(read_jsonl(tmp_path / "results.jsonl")) == 10 and summary_of(tmp_path)["total"] == 10
     assert run_command(tmp_path, "--model", "gold", "--limit", "3", "--overwrite").returncode == 0
     assert [row["id"] for row in read_jsonl(tmp_path / "results.jsonl")] == EVAL_IDS[:3]

@@ -88,19 +88,20 @@ def decide(out_dir: Path, cfg, narrowed: bool = False) -> Decision:
     if cfg.overwrite or not holds_results(out_dir):
         return Decision(keep=bool(cfg.resume))
     if not (cfg.resume or narrowed):
-        raise FolderTaken(f"{out_dir} holds another run's results ({describe(out_dir)}): --apibank-overwrite "
-                          "replaces them, --apibank-resume continues that run, or choose another --apibank-out-dir")
+        flag = settings.flag
+        raise FolderTaken(f"{out_dir} holds another run's results ({describe(out_dir)}): {flag('overwrite')} "
+                          f"replaces them, {flag('resume')} continues that run, or choose another {flag('out_dir')}")
     stored = stored_settings(out_dir)
     if stored is None:
         if cfg.force:
             return Decision(keep=True, forced=["the folder's settings (not recorded)"])
         raise FolderTaken(f"{out_dir} holds results without a record of the settings that made them; "
-                          "--apibank-force continues anyway, --apibank-overwrite replaces them")
+                          f"{settings.flag('force')} continues anyway, {settings.flag('overwrite')} replaces them")
     differ = differences(stored, cfg.to_dict())
     if differ and not cfg.force:
-        verb = "--resume" if cfg.resume else "rerunning part of"
+        verb = settings.flag("resume") if cfg.resume else "rerunning part of"
         raise FolderTaken(f"{verb} {out_dir} refused: it holds a run with other settings: {'; '.join(differ)} "
-                          "(--apibank-force continues it anyway)")
+                          f"({settings.flag('force')} continues it anyway)")
     return Decision(keep=True, forced=differ)
 
 
