@@ -15,6 +15,7 @@ from html import escape
 from pathlib import Path
 
 from apibank_bench.runs.results import RESULTS, TRACES, read_jsonl, trace_name
+from apibank_bench.scoring.stage import Stage
 
 PROMPT_CHARS = 400  #: how much of the end of each agent's prompt is shown (the task and the team's words)
 DEFAULT_RESULTS = Path("results") / "apibank"
@@ -144,7 +145,7 @@ def _position(turns: list[dict], winner: int, vote: dict) -> str:
 def sections(instance: Instance, prompt_chars: int = PROMPT_CHARS, root=None) -> list[tuple[str, list[str]]]:
     """The instance as titled blocks of lines (the terminal and the HTML page show the same)."""
     row, trace = instance.row, instance.trace
-    verdict = "correct" if row.get("correct") else ("error" if row.get("stage") == "error" else "wrong")
+    verdict = "correct" if row.get("correct") else ("error" if row.get("stage") == Stage.ERROR else "wrong")
     head = [f"level {row.get('level')} · {verdict} · stage {row.get('stage')} · from {instance.folder}"]
     result = [f"scored call: {row.get('predicted_call') or 'none'}", f"gold call:   {row.get('gold_call')}",
               f"stage:       {row.get('stage')}" + (" (correct)" if row.get("correct") else "")]
