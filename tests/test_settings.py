@@ -173,3 +173,27 @@ def test_xdist_workers_of_run_get_the_settings_it_resolved(tmp_path, apibank_roo
     assert len(rows) == 4 and all(row["correct"] for row in rows)  # gold answers: the flag, not the environment
     recorded = json.loads((out / "summary.json").read_text(encoding="utf-8"))["config"]["run"]
     assert (recorded["model"], recorded["limit"], recorded["out_dir"]) == ("gold", 4, str(out))
+
+
+def test_parts_register_in_name_order_whatever_order_the_file_system_lists(tmp_path, monkeypatch):
+    # CI once listed executors/slurm.py before local.py, and the README's table (and an
+    # error message) changed with it: registration must not follow the directory order.
+    import sys
+    from apibank_bench.core import registry
+
+    package = tmp_path / "parts_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("ORDER = []\n")
+    for name in ("alpha", "beta", "gamma"):
+        (package / f"{name}.py").write_text(f"from parts_pkg import ORDER\nORDER.append({name!r})\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    listed = registry.pkgutil.iter_modules
+    monkeypatch.setattr(registry.pkgutil, "iter_modules", lambda path: list(listed(path))[::-1])
+    import parts_pkg
+
+    try:
+        registry.import_submodules("parts_pkg", parts_pkg.__path__, skip=("beta",))
+        assert parts_pkg.ORDER == ["alpha", "gamma"]
+    finally:
+        for name in [n for n in sys.modules if n == "parts_pkg" or n.startswith("parts_pkg.")]:
+            del sys.modules[name]

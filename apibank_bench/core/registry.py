@@ -6,10 +6,23 @@ part is registering it, nowhere else.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
 T = TypeVar("T")
+
+
+def import_submodules(package: str, path, skip: tuple[str, ...] = ()) -> None:
+    """Import every module of a package so each registers its parts, in name order.
+
+    `pkgutil.iter_modules` lists in the file system's order, which differs between
+    machines; registration order shows in choices, help and the README's settings table.
+    """
+    for name in sorted(module.name for module in pkgutil.iter_modules(path)):
+        if name not in skip:
+            importlib.import_module(f"{package}.{name}")
 
 
 @dataclass(frozen=True)

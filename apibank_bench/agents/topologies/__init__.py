@@ -10,18 +10,14 @@ prompt files.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import pkgutil
 
-from apibank_bench.core.registry import Registry
+from apibank_bench.core.registry import Registry, import_submodules
 
 TOPOLOGIES: Registry = Registry("topology", "--apibank-topology", sort=True)
 
 
 def _load_modules() -> None:
-    for module in pkgutil.iter_modules(__path__):
-        if module.name != "graph":
-            importlib.import_module(f"{__name__}.{module.name}")
+    import_submodules(__name__, __path__, skip=("graph",))
 
 
 TOPOLOGIES.load_with(_load_modules)

@@ -18,17 +18,13 @@ cell there and writes its results folder, exactly as a local cell does.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
-from apibank_bench.core.registry import Registry
+from apibank_bench.core.registry import Registry, import_submodules
 
 EXECUTORS: Registry = Registry("executor", "--executor")
 
 
 def _load_modules() -> None:
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
+    import_submodules(__name__, __path__)
 
 
 EXECUTORS.load_with(_load_modules)
