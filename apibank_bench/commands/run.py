@@ -69,7 +69,7 @@ class GivenSettings:
 
     def __init__(self, cfg: settings.RunConfig, given: set[str] = frozenset()) -> None:
         setattr(self, settings.GIVEN, cfg)
-        self.apibank_given_names = set(given)  #: the settings the user set (the rest are defaults)
+        setattr(self, settings.GIVEN_NAMES, set(given))  #: the settings the user set (the rest are defaults)
 
 
 def check_before_start(cfg) -> None:
@@ -96,7 +96,8 @@ def run_benchmark(args) -> int:
     from apibank_bench.plugin.run_output import RunOutput
 
     outcome = RunOutput()
-    code = pytest.main(pytest_args(args), plugins=[outcome, GivenSettings(cfg, settings.given_names(lambda s: getattr(args, s.name, None)))])
+    given = GivenSettings(cfg, settings.given_names(lambda s: getattr(args, s.name, None)))
+    code = pytest.main(pytest_args(args), plugins=[outcome, given])
     if code == pytest.ExitCode.INTERRUPTED:
         return INCOMPLETE if outcome.stopped else 130
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED):

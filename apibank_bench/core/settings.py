@@ -435,6 +435,7 @@ RunConfig.__doc__ = "One run's settings; build it with `resolve`."
 #: The attribute holding a RunConfig on an object handed to `pytest.main(plugins=[...])` (`apibank-bench run`
 #: does): the plugin takes those settings as they are, with no options to parse again.
 GIVEN = "apibank_run_config"
+GIVEN_NAMES = "apibank_given_names"  #: beside it, the names of the settings the user set
 
 
 def from_record(record: Mapping[str, Any]) -> RunConfig:

@@ -16,7 +16,7 @@ from apibank_bench.core import settings
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.data.tasks import split_combined_id
 from apibank_bench.plugin.keys import NOT_STARTED, POOL, RESULT, USER_PROPERTY
-from apibank_bench.plugin.run import bench_requested, ids_to_run, is_worker, run_config
+from apibank_bench.plugin.run import bench_requested, given_names, ids_to_run, is_worker, run_config
 
 ENDPOINT_UNREACHABLE = 3  #: the exit code of a run whose endpoint nobody answers
 
@@ -64,9 +64,7 @@ def warn_ignored(config) -> None:
     """A team setting the topology does not read is said once, as a warning (sweeps still make such cells)."""
     from apibank_bench.agents.topologies import ignored_settings
 
-    handed = [plugin for plugin in config.pluginmanager.get_plugins() if hasattr(plugin, "apibank_given_names")]
-    given = (handed[0].apibank_given_names if handed
-             else settings.given_names(lambda s: config.getoption(s.dest), lambda s: config.getini(s.dest)))
+    given = given_names(config)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     for warning in ignored_settings(run_config(config), given):
         if reporter is not None:

@@ -32,15 +32,28 @@ def run_config(config) -> settings.RunConfig:
     xdist worker takes the controller's (`workerinput`)."""
     if CONFIG in config.stash:
         return config.stash[CONFIG]
-    given = [plugin for plugin in config.pluginmanager.get_plugins() if hasattr(plugin, settings.GIVEN)]
-    if given:
-        return _use(config, getattr(given[0], settings.GIVEN))
+    handed = _handed(config)
+    if handed is not None:
+        return _use(config, getattr(handed, settings.GIVEN))
     if is_worker(config) and SETTINGS_KEY in config.workerinput:
         return _use(config, settings.from_record(config.workerinput[SETTINGS_KEY]))
     try:
         return _use(config, settings.resolve(lambda s: config.getoption(s.dest), lambda s: config.getini(s.dest)))
     except ValueError as exc:
         raise pytest.UsageError(f"apibank: {exc}") from None
+
+
+def _handed(config):
+    """The plugin object through which `apibank-bench run` handed pytest its resolved settings, or None."""
+    return next((plugin for plugin in config.pluginmanager.get_plugins() if hasattr(plugin, settings.GIVEN)), None)
+
+
+def given_names(config) -> set[str]:
+    """The settings the user set (the rest are defaults): as `run` handed them, else from the options."""
+    handed = _handed(config)
+    if handed is not None:
+        return set(getattr(handed, settings.GIVEN_NAMES, ()))
+    return settings.given_names(lambda s: config.getoption(s.dest), lambda s: config.getini(s.dest))
 
 
 def selected_cases(config) -> list[str]:
