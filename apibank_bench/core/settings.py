@@ -331,16 +331,14 @@ RUN_SETTINGS = tuple(setting for setting in SETTINGS if setting.of_run)
 SWEEP_SETTINGS = tuple(setting for setting in SETTINGS if setting.group == "sweep")
 
 
-def names(role: str) -> tuple[str, ...]:
-    """The settings of one role, in the table's order."""
-    return tuple(setting.name for setting in SETTINGS if setting.role == role)
 TEAM_SIZES = (2, 4, 8, 10)
 RUN_DEFAULT_LIMIT = 2  #: `apibank-bench run` runs 2 instances unless told otherwise (`--limit 0` = all)
 
 
-def names_with_role(role: str) -> frozenset[str]:
-    """The run settings of one role (e.g. what may differ between two parts of one run: OPERATIONAL)."""
-    return frozenset(setting.name for setting in RUN_SETTINGS if setting.role == role)
+def names_with_role(role: str) -> tuple[str, ...]:
+    """The settings of one role, of every command, in the table's order (e.g. OPERATIONAL: what may
+    differ between two parts of one run)."""
+    return tuple(setting.name for setting in SETTINGS if setting.role == role)
 
 
 def differences(recorded: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, list[str]]:

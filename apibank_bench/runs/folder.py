@@ -60,8 +60,7 @@ def differences(stored: dict, wanted: dict) -> list[str]:
     """One phrase per measured setting that differs: `model 'gold' (this run: 'stub')`."""
     wanted = _json(wanted)
     return [f"{name} {stored.get(name)!r} (this run: {wanted.get(name)!r})"
-            for name in settings.names(settings.MEASUREMENT)
-            if name in wanted and stored.get(name) != wanted[name]]
+            for name in settings.differences(stored, wanted)[settings.MEASUREMENT]]
 
 
 def describe(out_dir: Path) -> str:
