@@ -105,6 +105,7 @@ def test_a_sweep_through_slurm_gives_the_tables_of_a_local_sweep(slurm, tmp_path
     with capsys.disabled():
         print(f"\n2 x 2 sweep: {took:.1f} s through Slurm, {took_here:.1f} s with the local executor")
     assert printed.count("submitted as slurm job") == 4 and printed.count("ended: accuracy") == 4
+    assert printed.count("sweep: 4/4 cells done (4 complete, 0 incomplete)") == 2  # each sweep's last line
     assert table(remote) == table(local)
     for name in CELLS:
         assert answers(remote / name) == answers(local / name)

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
+import pickle
+import sys
 from pathlib import Path
 
 import pytest
 
 from apibank_bench import cli
+from apibank_bench.core import settings
+from apibank_bench.core.progress import ERASE
 from apibank_bench.reports.sweep_table import SEEDS_CSV, SWEEP_CSV, SWEEP_MD
+from apibank_bench.runs import sweep as sweep_module
 
 from openai_stub import OpenAIStub, Reply
 from test_bench_suite import EVAL_IDS
@@ -18,6 +24,9 @@ from test_run_reliability import mixed, task_of
 GRID = ("--topology", "single,independent", "--team-size", "2,4")
 CELLS = ["topology=single,team_size=2", "topology=single,team_size=4",
          "topology=independent,team_size=2", "topology=independent,team_size=4"]
+#: What the sweep says before it runs GRID (single reads no team size).
+SINGLE_TEAM_SIZE = ("sweep: warning: --team-size 2,4 changes nothing for --topology single (it reads no team "
+                    "setting): those cells are repeats")
 
 
 def sweep(out: Path, *args: str) -> int:
@@ -72,6 +81,17 @@ def test_a_grid_writes_one_results_folder_per_cell_and_tables_that_match_them(tm
         assert line in (out / SWEEP_MD).read_text() and line in printed
     assert printed.count("started ->") == 4 and printed.count("finished (exit 0)") == 4
     assert "cell 4/4 [topology=independent, team_size=4]" in printed
+    lines = printed.splitlines()
+    assert lines[0] == SINGLE_TEAM_SIZE + " (the cache is off, so they ask the model again)"  # --no-cache
+    assert printed.count("changes nothing") == 1  # independent reads the team size
+    # not a terminal: after each cell a plain progress line of its own, the time left while cells remain
+    progress = [line for line in lines if " cells done " in line]
+    assert [line.split(" · ")[0] for line in progress] == [
+        f"sweep: {done}/4 cells done ({done} complete, 0 incomplete)" for done in (1, 2, 3, 4)]
+    assert [(", ETA " in line, line.split(" · ")[-1]) for line in progress[:3]] == [
+        (True, f"{left} to run") for left in (3, 2, 1)]
+    assert "ETA" not in progress[-1] and "to run" not in progress[-1]
+    assert lines.index(progress[0]) == lines.index(next(line for line in lines if "finished" in line)) + 1
     assert not (out / SEEDS_CSV).exists()
 
     assert cli.main(["report", str(out), "--out", str(out / "report")]) == 0  # the report reads the sweep
@@ -102,14 +122,17 @@ def test_a_seed_axis_adds_the_mean_and_sd_over_seeds(tmp_path, capsys):
     markdown = (out / SWEEP_MD).read_text()
     assert "| 0 | 50.0 ± 70.7 (2 seeds, 0.0–100.0) |" in markdown
     assert "| 0.5 | 75.0 ± 35.4 (2 seeds, 50.0–100.0) |" in markdown
-    assert markdown in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert markdown in printed
+    assert "warning" not in printed  # no team setting is an axis
 
 
-def test_an_incomplete_cell_makes_exit_1_and_is_resumed_alone(tmp_path):
+def test_an_incomplete_cell_makes_exit_1_and_is_resumed_alone(tmp_path, capsys):
     out = tmp_path / "sweep"
     args = ("--seed", "0,1", "--model", "stub", "--limit", "3", "--no-cache", "--max-retries", "0")
     with OpenAIStub(default=lambda body: Reply(status=500) if body["seed"] == 1 else mixed(body)) as stub:
         assert sweep(out, *args, "--base-url", stub.url) == 1
+    assert "sweep: 2/2 cells done (1 complete, 1 incomplete)" in capsys.readouterr().out
     statuses = {row["folder"]: row["status"] for row in csv_rows(out / SWEEP_CSV) if row["level"] == "overall"}
     assert statuses == {"seed=0": "complete", "seed=1": "incomplete"}
     assert summary_of(out / "seed=1")["errors"] == 3
@@ -151,11 +174,14 @@ def test_list_settings_are_not_axes_and_a_folder_of_another_run_is_refused(tmp_p
     assert "holds a run with other settings: temperature 0.2 (the sweep wants 0.7)" in capsys.readouterr().err
 
 
-def test_cells_that_an_axis_does_not_change_are_answered_from_the_cache(tmp_path):
+def test_cells_that_an_axis_does_not_change_are_answered_from_the_cache(tmp_path, capsys):
     with OpenAIStub(default=mixed) as stub:
         code = sweep(tmp_path / "sweep", "--topology", "single", "--team-size", "2,4", "--model", "stub",
                      "--base-url", stub.url, "--limit", "3", "--cache-dir", str(tmp_path / "cache"))
         assert code == 0 and len(stub.chat_requests) == 3  # the team size of `single` changes no request
+    printed = capsys.readouterr().out
+    assert printed.splitlines()[0] == SINGLE_TEAM_SIZE + " (with the cache on they make no model calls)"
+    assert printed.count("warning") == 1
     runs = [summary_of(tmp_path / "sweep" / name) for name in ("team_size=2", "team_size=4")]
     assert runs[0]["correct"] == runs[1]["correct"] and runs[1]["total"] == 3
 
@@ -179,3 +205,67 @@ def test_a_cell_of_several_epochs_reports_its_spread_across_the_epochs(tmp_path)
     assert float(overall["sd_over_epochs"]) == pytest.approx(0.5)  # sd of 0.5, 1, 0
     assert float(overall["flip_rate"]) == 1.0  # every instance is right in some epochs and wrong in others
     assert "sd 50.0 points over 3 epochs, flip rate 100.0%" in markdown
+
+
+def warnings_for(tmp_path: Path, **axes: str) -> list[str]:
+    given = {setting.name: None for setting in settings.RUN_SETTINGS} | {"model": "gold", "limit": "1"} | axes
+    with settings.command_voice():  # as under the CLI: the flags the user typed
+        found, cells = sweep_module.prepare(given, tmp_path / "sweep")
+        return sweep_module.repeat_warnings(given, found, cells)
+
+
+def test_each_team_axis_a_topology_does_not_read_is_warned_once_per_topology_and_setting(tmp_path):
+    warnings = warnings_for(tmp_path, topology="single,independent,decentralized", team_size="2,4", rounds="1,2",
+                            seed="0,1")
+    repeats = "those cells are repeats (with the cache on they make no model calls)"
+    assert warnings == [
+        f"sweep: warning: --team-size 2,4 changes nothing for --topology single (it reads no team setting): {repeats}",
+        f"sweep: warning: --rounds 1,2 changes nothing for --topology single (it reads no team setting): {repeats}",
+        "sweep: warning: --rounds 1,2 changes nothing for --topology independent (it reads --team-size, --vote): "
+        + repeats]
+    assert warnings_for(tmp_path, topology="single", vote="reference,normalized")[0].startswith(
+        "sweep: warning: --vote reference,normalized changes nothing for --topology single")
+    # no team setting as an axis, or only ones every topology of the grid reads: nothing to say
+    assert warnings_for(tmp_path, topology="single,independent", seed="0,1", rounds="3") == []
+    assert warnings_for(tmp_path, topology="independent,decentralized", team_size="2,4") == []
+    assert warnings_for(tmp_path, topology="decentralized", rounds="1,2", message_format="freeform,structured_soft") == []
+    assert not (tmp_path / "sweep").exists()  # checking the grid writes nothing
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_the_progress_line_is_redrawn_in_place_and_never_tangled_with_the_cell_lines(
+        tmp_path, monkeypatch):
+    screen = Terminal()
+    monkeypatch.setattr(sys, "stdout", screen)
+    assert sweep(tmp_path / "sweep", "--topology", "single", "--team-size", "2,4", "--model", "gold",
+                 "--limit", "2", "--cache-dir", str(tmp_path / "cache")) == 0
+    *drawn, after = screen.getvalue().split(ERASE)
+    assert "## Sweep: 2 cells" in after and ERASE not in after  # the line is erased before the table
+    progress = [piece for piece in drawn if " cells done " in piece]
+    assert progress and all("\n" not in piece for piece in progress)  # redrawn in place, never ended
+    said = [piece for piece in drawn if piece and piece not in progress]
+    assert all(piece.endswith("\n") for piece in said)  # the sweep's own lines each start on a clean line
+    told = "".join(said).splitlines()
+    assert told[0].startswith("sweep: warning: --team-size 2,4 changes nothing for --topology single")
+    assert [line.split("] ")[1].split(" ")[0] for line in told[1:]] == ["started", "finished"] * 2
+    assert any("running cell 1/2 [team_size=2]" in piece for piece in progress)
+    assert progress[-1].startswith("sweep: 2/2 cells done (2 complete, 0 incomplete) · elapsed ")
+
+
+def test_each_cell_is_resolved_once_in_the_sweep_and_its_job_ships_without_the_settings(tmp_path, monkeypatch):
+    resolved = []
+    resolve = settings.resolve
+    monkeypatch.setattr(settings, "resolve", lambda *args, **kwargs: resolved.append(1) or resolve(*args, **kwargs))
+    assert sweep(tmp_path / "sweep", "--seed", "0,1", "--model", "gold", "--limit", "1",
+                 "--cache-dir", str(tmp_path / "cache")) == 0
+    assert len(resolved) == 2  # one per cell; the cells' jobs (here) re-read their folders, not their settings
+
+    cfg = settings.resolve(lambda s: {"api_key": "sk-not-shipped", "model": "gold"}.get(s.name))
+    job = sweep_module.CellJob({"seed": "0"}, str(tmp_path / "cell"), "cell 1/1", cfg=cfg)
+    shipped = pickle.dumps(job)
+    assert b"sk-not-shipped" not in shipped
+    assert pickle.loads(shipped) == job and pickle.loads(shipped).cfg is None  # a node resolves for itself

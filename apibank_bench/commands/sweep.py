@@ -3,10 +3,11 @@
 A comma-separated value of a run flag is a grid axis, e.g. `--topology independent,decentralized
 --team-size 2,4,8,10 --seed 0,1,2`. Not axes: the list settings `--base-url` and `--only` (their
 commas separate items), switches and `--extra-body`. Every combination is run, also where an axis
-changes nothing (team size for `single`); with the cache on such repeats make no model calls.
-Each cell is `apibank-bench run --out-dir DIR/<axis=value,...>` in its own process (log: run.log in
-the cell), one after another here or, with `--executor slurm`, as one Slurm array job (`--slurm-*`
-set its resources). Rerunning the same sweep skips complete cells, leaves cells whose job is still
+changes nothing (team size for `single`: said before the sweep runs); with the cache on such repeats
+make no model calls. Each cell is `apibank-bench run --out-dir DIR/<axis=value,...>` in its own
+process (log: run.log in the cell), one after another here or, with `--executor slurm`, as one Slurm
+array job (`--slurm-*` set its resources); one progress line shows the cells done, running (with
+their rows written) and queued, and an ETA. Rerunning the same sweep skips complete cells, leaves cells whose job is still
 queued or running alone (DIR/jobs.json records each cell's job) and resumes or resubmits the others
 (no --resume needed). `--no-wait` returns once the cells are submitted; `--status` shows each cell's
 results and job; the same command again (or `--tabulate`) collects.

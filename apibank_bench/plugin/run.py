@@ -11,7 +11,7 @@ import pytest
 from apibank_bench.core import settings
 from apibank_bench.data.manifests import select
 from apibank_bench.plugin.keys import COMMAND_OUTPUT, CONFIG, IDS, RESULT, USER_PROPERTY
-from apibank_bench.runs.epochs import case_ids, split_case
+from apibank_bench.runs.epochs import run_cases, split_case
 from apibank_bench.runs.results import cap_strings, finished_keys, to_json
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench_tests"
@@ -57,19 +57,15 @@ def given_names(config) -> set[str]:
 
 
 def selected_cases(config) -> list[str]:
-    """This run's cases (runs.epochs: one per instance and epoch) in the order they run, before
-    resume; a shard takes every n-th case, so with one epoch every n-th instance."""
+    """This run's cases (runs.epochs: one per instance and epoch, a shard's share) in the order they
+    run, before resume."""
     if IDS not in config.stash:
         cfg = run_config(config)
         try:
             ids = select(cfg.level, cfg.limit, cfg.offset, cfg.only or None)
         except (FileNotFoundError, ValueError) as exc:
             raise pytest.UsageError(f"apibank: {exc}") from None
-        cases = case_ids(ids, cfg.epochs)
-        if cfg.shard:
-            index, count = cfg.shard
-            cases = cases[index - 1::count]
-        config.stash[IDS] = cases
+        config.stash[IDS] = run_cases(ids, cfg.epochs, cfg.shard)
     return config.stash[IDS]
 
 

@@ -44,6 +44,16 @@ def case_ids(task_ids: Iterable[str], epochs: int) -> list[str]:
     return [case_id(task_id, epoch, epochs) for epoch in range(epochs) for task_id in task_ids]
 
 
+def run_cases(task_ids: Iterable[str], epochs: int, shard: tuple[int, int] | None = None) -> list[str]:
+    """A run's cases (`case_ids`); a shard `(i, n)` takes every n-th case from the i-th, so with one
+    epoch every n-th instance."""
+    cases = case_ids(task_ids, epochs)
+    if shard:
+        index, count = shard
+        cases = cases[index - 1::count]
+    return cases
+
+
 def row_key(row: dict) -> tuple[str, int]:
     """What identifies a results row: its instance and epoch (rows written before epochs: epoch 0)."""
     return row["id"], int(row.get("epoch") or 0)

@@ -19,6 +19,13 @@ incomplete, or ran a different selection, is resumed. Settings that change how a
 but not what it measures (role `operational` in the settings table: endpoints, concurrency, timeouts,
 cache) may differ.
 A cell folder holding a run with other measured settings is refused before anything runs.
+
+What a person sees (`SweepProgress`): before anything runs, one warning per (topology, team setting)
+for an axis that a topology does not read (its cells are repeats); a line per cell event (started,
+submitted, finished, skipped); and one progress line (core/progress.py: redrawn in place on a
+terminal, a plain line every `PROGRESS_EVERY_S` and after each cell otherwise) with the cells done,
+the cells running or queued (a running cell's rows counted in its results.jsonl) and an ETA. A
+local cell's own output goes to its run.log, so nothing else writes to the sweep's screen.
 """
 
 from __future__ import annotations
@@ -29,13 +36,17 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping, TextIO
 
 from apibank_bench.core import settings
 from apibank_bench.core.paths import require_root
+from apibank_bench.core.progress import ProgressLine, duration, eta
+from apibank_bench.data.manifests import select
+from apibank_bench.runs.epochs import row_key, run_cases
 from apibank_bench.runs.jobs import ENDED, SUBMITTING, Ledger, claim_alive, this_process
 from apibank_bench.runs.folder import stored_settings
 from apibank_bench.runs.results import RESULTS, SUMMARY, read_summary
@@ -43,6 +54,8 @@ from apibank_bench.runs.results import RESULTS, SUMMARY, read_summary
 LOG = "run.log"
 ENDPOINT_FAILED = 3  #: a cell's exit code when its endpoint command gave no endpoint (as `run`'s unreachable)
 POLL_S = 10.0  #: seconds between looks at queued and running jobs while a sweep waits
+PROGRESS_EVERY_S = 30.0  #: a plain progress line (not a terminal) at most this often: a sweep runs for hours
+SHOWN_CELLS = 2  #: running or queued cells the progress line names; the rest it counts
 #: Settings the sweep sets itself (the table gives them no `sweep` flag).
 NOT_FLAGS = tuple(setting.name for setting in settings.RUN_SETTINGS if "sweep" not in setting.commands)
 
@@ -130,12 +143,14 @@ def cell_summary(path: Path) -> dict | None:
 
 
 def plan(cell: Cell) -> None:
-    """Resolve the cell's settings (a bad value is a SweepError) and decide: run, resume or skip."""
-    try:
-        values = effective(cell.given)
-        cell.cfg = settings.resolve(lambda s: values.get(s.name))
-    except ValueError as exc:
-        raise SweepError(f"cell {cell.label}: {exc}") from None  # the CLI's voice: `--team-size`
+    """Resolve the cell's settings, once (a bad value is a SweepError), and decide from its folder:
+    run, resume or skip."""
+    if cell.cfg is None:
+        try:
+            values = effective(cell.given)
+            cell.cfg = settings.resolve(lambda s: values.get(s.name))
+        except ValueError as exc:
+            raise SweepError(f"cell {cell.label}: {exc}") from None  # the CLI's voice: `--team-size`
     summary = cell_summary(cell.path)
     stored = stored_settings(cell.path)  # also there for a run killed before its summary
     if summary is None and stored is None:
@@ -202,9 +217,15 @@ class CellJob:
     workers: str | None = None
     endpoint_command: str | None = None
     endpoint_wait: float = settings.BY_NAME["endpoint_wait"].default
+    #: The settings as the sweep resolved them, for a job run in the sweep's own process; never
+    #: shipped (a pickle leaves it out: it may hold a secret), so a node resolves them once itself.
+    cfg: Any = field(default=None, compare=False, repr=False)
+
+    def __getstate__(self) -> dict:
+        return {name: value for name, value in self.__dict__.items() if name != "cfg"}
 
     def __call__(self) -> int:
-        cell = Cell({}, dict(self.given), Path(self.path))
+        cell = Cell({}, dict(self.given), Path(self.path), cfg=self.cfg)
         plan(cell)  # again, now: an earlier job of this cell may have left results to resume
         if cell.skip:
             return 0
@@ -234,10 +255,6 @@ def status(cell: Cell) -> str:
     if cell.summary is None:
         return "not run"
     return "complete" if cell.summary.get("complete") else "incomplete"
-
-
-def _say(line: str) -> None:
-    print(line, flush=True)
 
 
 def prepare(given: Mapping[str, Any], out: Path) -> tuple[dict[str, list[str]], list[Cell]]:
@@ -302,27 +319,27 @@ def claim(cells: list[Cell], sweep: Any, out: Path, ledger: Ledger) -> list[Cell
 
 
 def submit(cells: list[Cell], given: Mapping[str, Any], workers: str | None, sweep: Any, out: Path, ledger: Ledger,
-           heads: Mapping[str, str], say: Callable[[str], None]) -> None:
+           view: "SweepProgress") -> None:
     """Hand the claimed cells to the executor; every job ID and state it reports goes to the ledger."""
     if not cells:
         return
     engine = make_executor(sweep.executor, sweep, out)
     by_path = {str(cell.path.resolve()): cell for cell in cells}
-    jobs = [CellJob({**given, **cell.values}, path, heads[cell.path.name], workers, sweep.endpoint_command,
-                    sweep.endpoint_wait) for path, cell in by_path.items()]
+    jobs = [CellJob({**given, **cell.values}, path, view.head(cell), workers, sweep.endpoint_command,
+                    sweep.endpoint_wait, cfg=cell.cfg) for path, cell in by_path.items()]
 
     def recorded(job: CellJob, job_id: str, state: str) -> None:
         cell = by_path[job.path]
         ledger.record(cell.path.name, engine.name, job_id, state, submitted=not state.startswith(ENDED))
         if state == "RUNNING" and not engine.waits:
-            say(f"{job.label} {'resumed' if cell.resume else 'started'} -> {cell.path}")
+            view.running_here(cell, f"{job.label} {'resumed' if cell.resume else 'started'} -> {cell.path}")
         elif state.startswith(ENDED):
             cell.summary, cell.job = cell_summary(cell.path), None
-            say(f"{job.label} finished ({state[len(ENDED):].strip()}): {cell_result(cell.summary)}")
+            view.ended(cell, f"{job.label} finished ({state[len(ENDED):].strip()}): {cell_result(cell.summary)}")
         else:
             cell.job = f"{state} {job_id}"
-            say(f"{job.label} {'resume' if cell.resume else 'run'} submitted as {engine.name} job {job_id} "
-                f"-> {cell.path}")
+            view.say(f"{job.label} {'resume' if cell.resume else 'run'} submitted as {engine.name} job {job_id} "
+                     f"-> {cell.path}")
 
     try:
         engine.submit(jobs, recorded)
@@ -336,8 +353,7 @@ def submit(cells: list[Cell], given: Mapping[str, Any], workers: str | None, swe
                     entry["state"] = f"{ENDED} not submitted"
 
 
-def wait_for(cells: list[Cell], sweep: Any, out: Path, ledger: Ledger, heads: Mapping[str, str],
-             say: Callable[[str], None]) -> None:
+def wait_for(cells: list[Cell], sweep: Any, out: Path, ledger: Ledger, view: "SweepProgress") -> None:
     """Until no job holds any cell: record each job's state, and say when one has ended."""
     names = {cell.path.name: cell for cell in cells}
     while True:
@@ -351,37 +367,60 @@ def wait_for(cells: list[Cell], sweep: Any, out: Path, ledger: Ledger, heads: Ma
                 elif cell.job is not None and not ended(entry) and entry.get("job_id") != this_process():
                     entry["state"] = f"{ENDED} ({cell.job.split(' ', 1)[0].lower()} when last seen)"
                     cell.summary, cell.job = cell_summary(cell.path), None
-                    say(f"{heads[name]} job {entry.get('job_id')} ended: {cell_result(cell.summary)}")
+                    view.ended(cell, f"{view.head(cell)} job {entry.get('job_id')} ended: {cell_result(cell.summary)}")
                 cell.job = held.get(name)
         if not held:
             return
         time.sleep(POLL_S)
 
 
+def repeat_warnings(given: Mapping[str, Any], axes: Mapping[str, list[str]], cells: list[Cell]) -> list[str]:
+    """One warning per (topology, team setting) where an axis is a setting the topology does not read
+    (agents.topologies: the run's own warning): those cells repeat one run."""
+    from apibank_bench.agents.topologies import TEAM_SETTINGS, unread_settings, what_it_reads
+
+    team_axes = [name for name in axes if name in TEAM_SETTINGS]
+    if not team_axes:
+        return []  # and the topologies (LangGraph) are not imported
+    found = dict.fromkeys((cell.cfg.topology, name) for cell in cells
+                          for name in unread_settings(cell.cfg.topology, team_axes))
+    cache = ("with the cache on they make no model calls" if all(cell.cfg.cache for cell in cells)
+             else "the cache is off, so they ask the model again")
+    flag = settings.flag
+    return [f"sweep: warning: {flag(name)} {given[name]} changes nothing for {flag('topology')} {topology} "
+            f"(it {what_it_reads(topology)}): those cells are repeats ({cache})" for topology, name in found]
+
+
 def run_sweep(given: Mapping[str, Any], out: Path, workers: str | None = None, sweep: Any = None,
-              wait: bool = True, say: Callable[[str], None] = _say) -> tuple[dict[str, list[str]], list[Cell], bool]:
+              wait: bool = True, stream: TextIO | None = None,
+              live: bool | None = None) -> tuple[dict[str, list[str]], list[Cell], bool]:
     """Check every cell, submit the unfinished ones that no job holds, and (unless not `wait`) wait
-    until no job holds any; (axes, cells, interrupted)."""
+    until no job holds any; (axes, cells, interrupted). What it says goes to `stream` (standard
+    output), with a progress line redrawn in place if `live` (default: whether it is a terminal)."""
     sweep = sweep if sweep is not None else settings.resolve_sweep()
     axes, cells = prepare(given, out)
     ledger = Ledger(out)
-    heads = {cell.path.name: f"sweep: cell {index}/{len(cells)} [{cell.label}]"
-             for index, cell in enumerate(cells, start=1)}
+    view = SweepProgress(cells, stream, live)
+    for warning in repeat_warnings(given, axes, cells):
+        view.say(warning)
     interrupted = False
     try:
         with settings.secrets_in_environment(given) as plain:
             claimed = claim(cells, sweep, out, ledger)
             for cell in cells:
                 if cell.skip:
-                    say(f"{heads[cell.path.name]} complete, skipped: {cell_result(cell.summary)}")
+                    view.say(f"{view.head(cell)} complete, skipped: {cell_result(cell.summary)}")
                 elif cell.job:
                     state, job_id = cell.job.split(" ", 1)
-                    say(f"{heads[cell.path.name]} {state.lower()} as job {job_id}: not submitted again")
-            submit(claimed, plain, workers, sweep, out, ledger, heads, say)
+                    view.say(f"{view.head(cell)} {state.lower()} as job {job_id}: not submitted again")
+            view.start(claimed)
+            submit(claimed, plain, workers, sweep, out, ledger, view)
             if wait:
-                wait_for(cells, sweep, out, ledger, heads, say)
+                wait_for(cells, sweep, out, ledger, view)
     except KeyboardInterrupt:
         interrupted = True
+    finally:
+        view.stop()
     for cell in cells:
         cell.summary = cell_summary(cell.path)
     return axes, cells, interrupted
@@ -395,3 +434,156 @@ def sweep_status(given: Mapping[str, Any], out: Path, sweep: Any = None) -> tupl
     for cell in cells:
         cell.job = held.get(cell.path.name)
     return axes, cells
+
+
+def cell_cases(cfg: Any) -> int | None:
+    """How many rows the cell's run writes: its selection's cases (as plugin/run.py selects them)."""
+    try:
+        return len(run_cases(select(cfg.level, cfg.limit, cfg.offset, cfg.only or None), cfg.epochs, cfg.shard))
+    except (OSError, ValueError):
+        return None  # the cell's run names the problem
+
+
+class RowCount:
+    """The (instance, epoch) rows in a cell's results.jsonl, read on from where the last look stopped."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path, self.offset, self.keys = folder / RESULTS, 0, set()
+
+    def __call__(self) -> int:
+        try:
+            with open(self.path, "rb") as handle:
+                if os.fstat(handle.fileno()).st_size < self.offset:  # cut (a torn line dropped) or emptied
+                    self.offset, self.keys = 0, set()
+                handle.seek(self.offset)
+                for raw in handle:
+                    if not raw.endswith(b"\n"):
+                        break  # a line still being written: the next look reads it whole
+                    self.offset += len(raw)
+                    try:
+                        self.keys.add(row_key(json.loads(raw)))
+                    except (ValueError, KeyError, TypeError):
+                        continue
+        except OSError:
+            pass  # no results yet
+        return len(self.keys)
+
+
+class SweepProgress:
+    """What a person sees of a sweep: its own lines (`say`), never tangled with one progress line
+    (`render`) of the cells done, those running or queued, and the time left."""
+
+    def __init__(self, cells: list[Cell], stream: TextIO | None = None, live: bool | None = None) -> None:
+        self.cells = cells
+        self.names = {cell.path.name: f"cell {index}/{len(cells)} [{cell.label}]"
+                      for index, cell in enumerate(cells, start=1)}
+        self.todo: set[str] = set()  #: the cells this sweep runs or waits for
+        self.here: set[str] = set()  #: of them, the one running in this process (the local executor)
+        self.done: set[str] = set()  #: of them, the ones whose run or job has ended
+        self.rows: dict[str, RowCount] = {}
+        self.cases: dict[str, int | None] = {}
+        self.seen: dict[str, int] = {}  #: each cell's rows at the last look
+        self.first: dict[str, int] = {}  #: its rows when the sweep began (what an earlier run left)
+        self.started = time.time()
+        self._lock = threading.RLock()
+        self.line = ProgressLine(self.render, stream, live, every_s=PROGRESS_EVERY_S)
+        self.watching = False
+
+    def head(self, cell: Cell) -> str:
+        return f"sweep: {self.names[cell.path.name]}"
+
+    def say(self, text: str) -> None:
+        if self.watching:
+            self.line.say(text)
+        else:  # no progress line yet: nothing to keep clear of
+            self.line.stream.write(text + "\n")
+            self.line.stream.flush()
+
+    def start(self, claimed: list[Cell]) -> None:
+        """Follow the claimed cells and those that earlier jobs hold; the line from now on."""
+        with self._lock:
+            self.todo = {cell.path.name for cell in claimed} | {cell.path.name for cell in self.cells if cell.job}
+            for cell in self.cells:
+                if cell.path.name in self.todo:
+                    self.rows[cell.path.name] = RowCount(cell.path)
+                    self.cases[cell.path.name] = cell_cases(cell.cfg)
+                    self.first[cell.path.name] = self.look(cell)
+            self.started = time.time()
+        self.watching = True
+        self.line.start()
+
+    def stop(self) -> None:
+        self.watching = False
+        self.line.stop()
+
+    def running_here(self, cell: Cell, text: str) -> None:
+        with self._lock:
+            self.here.add(cell.path.name)
+        self.say(text)
+
+    def ended(self, cell: Cell, text: str) -> None:
+        with self._lock:
+            self.here.discard(cell.path.name)
+            self.done.add(cell.path.name)
+            if cell.path.name in self.rows:
+                self.look(cell)
+        self.say(text)
+        self.line.update(force=True)  # also into a log: where the sweep is after each cell
+
+    def look(self, cell: Cell) -> int:
+        self.seen[cell.path.name] = self.rows[cell.path.name]()
+        return self.seen[cell.path.name]
+
+    def share(self, name: str, rows: int) -> float:
+        """The share of a cell's rows written (0 where its size is unknown)."""
+        total = self.cases.get(name)
+        return min(rows / total, 1.0) if total else 0.0
+
+    def render(self) -> str:
+        with self._lock:
+            finished = [cell for cell in self.cells if cell.path.name not in self.todo or cell.path.name in self.done]
+            complete = sum(status(cell) == "complete" for cell in finished)
+            running, queued, waiting = [], [], 0
+            for cell in self.cells:
+                name = cell.path.name
+                if name not in self.todo or name in self.done:
+                    continue
+                if name in self.here or status(cell) == "running":
+                    self.look(cell)
+                    running.append(cell)
+                elif cell.job:
+                    queued.append(cell)
+                else:
+                    waiting += 1
+            elapsed = time.time() - self.started
+            left = self.time_left(elapsed)
+            parts = [f"{len(finished)}/{len(self.cells)} cells done ({complete} complete, "
+                     f"{len(finished) - complete} incomplete)",
+                     f"elapsed {duration(elapsed)}" + ("" if left is None else f", ETA {left}")]
+            if running:  # the long parts last: a terminal's line is cut to its width
+                parts.append("running " + self.listed(running, rows=True))
+            if queued:
+                parts.append("queued " + self.listed(queued))
+            if waiting:
+                parts.append(f"{waiting} to run")
+            return "sweep: " + " · ".join(parts)
+
+    def listed(self, cells: list[Cell], rows: bool = False) -> str:
+        shown = []
+        for cell in cells[:SHOWN_CELLS]:
+            name, total = cell.path.name, self.cases.get(cell.path.name)
+            unit = "instances" if cell.cfg.epochs == 1 else "cases"
+            count = f" {min(self.seen.get(name, 0), total)}/{total} {unit}" if rows and total else ""
+            shown.append(self.names[name] + count)
+        more = f" and {len(cells) - SHOWN_CELLS} more" if len(cells) > SHOWN_CELLS else ""
+        return ", ".join(shown) + more
+
+    def time_left(self, elapsed: float) -> str | None:
+        """At this sweep's rate so far, in cells (a running cell counts by its share of rows written;
+        rows an earlier run left are not this sweep's work)."""
+        gone = left = 0.0
+        for name in self.todo:
+            now = 1.0 if name in self.done else self.share(name, self.seen.get(name, 0))
+            gone += now - self.share(name, self.first.get(name, 0))
+            left += 0.0 if name in self.done else 1.0 - now
+        return eta(gone, gone + left, elapsed) if gone > 0 and left > 0 else None

@@ -52,14 +52,26 @@ def replica_role(cfg) -> str | None:
 TEAM_SETTINGS = ("team_size", "rounds", "message_format", "vote")
 
 
+def unread_settings(topology: str, names) -> list[str]:
+    """The team settings among `names` that `topology` does not read, in `TEAM_SETTINGS` order."""
+    reads = TOPOLOGIES.entry(topology).extra.get("reads", TEAM_SETTINGS)
+    return [name for name in TEAM_SETTINGS if name in names and name not in reads]
+
+
+def what_it_reads(topology: str) -> str:
+    """'reads --team-size, --vote' or 'reads no team setting', in the typed command's flags."""
+    from apibank_bench.core.settings import flag
+
+    reads = TOPOLOGIES.entry(topology).extra.get("reads", TEAM_SETTINGS)
+    return "reads " + (", ".join(flag(name) for name in reads) if reads else "no team setting")
+
+
 def ignored_settings(cfg, given) -> list[str]:
     """One warning per team setting in `given` (names set by the user) that `cfg.topology` does not read."""
     from apibank_bench.core.settings import flag
 
-    reads = TOPOLOGIES.entry(cfg.topology).extra.get("reads", TEAM_SETTINGS)
-    unread = [name for name in TEAM_SETTINGS if name in given and name not in reads]
-    return [f"{flag(name)} {getattr(cfg, name)} changes nothing: {flag('topology')} {cfg.topology} reads "
-            + (", ".join(flag(n) for n in reads) if reads else "no team setting") for name in unread]
+    return [f"{flag(name)} {getattr(cfg, name)} changes nothing: {flag('topology')} {cfg.topology} "
+            f"{what_it_reads(cfg.topology)}" for name in unread_settings(cfg.topology, given)]
 
 
 def roles(cfg) -> list[str]:
