@@ -11,39 +11,59 @@ differ:
 * parameters are converted with plain `int()` / `float()` (upstream asserts
   `isdigit()` first) and bools accept a real bool (upstream maps True to False).
 
-Databases are read from disk once per process and copied per tool with a
-JSON-shaped copy, which is several times faster than `copy.deepcopy`.
+Databases are read from disk once per process, each when a tool first needs it, and
+copied per tool with a JSON-shaped copy, which is several times faster than `copy.deepcopy`.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from apibank_bench.data import specs
 from apibank_bench.apis import api_classes
 from apibank_bench.core.frozen import thaw
 from apibank_bench.core.memo import load_once
 
-_DB_LOCK = threading.Lock()
+
+class _Databases(Mapping):
+    """The `init_database/*.json` of one data root by name, each file read on first use: a task needs a
+    few small ones, and reading them all (ImageCaptioning.json alone is 2.5 MB) was most of a short
+    command's time. Never mutate a value."""
+
+    def __init__(self, init_dir: Path) -> None:
+        self._paths = {path.stem: path for path in sorted(init_dir.glob("*.json"))}
+        self._read: dict[str, Any] = {}
+        self._lock = threading.Lock()  # instance threads may ask for the same file at once
+
+    def __getitem__(self, name: str) -> Any:
+        with self._lock:
+            if name not in self._read:
+                with self._paths[name].open(encoding="utf-8") as handle:
+                    self._read[name] = json.load(handle)
+            return self._read[name]
+
+    def __contains__(self, name: object) -> bool:  # without reading the file
+        return name in self._paths
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
 
 
 @load_once
-def _read_databases(init_dir: str) -> Mapping[str, Any]:
-    databases = {}
-    for path in sorted(Path(init_dir).glob("*.json")):
-        with path.open(encoding="utf-8") as handle:
-            databases[path.stem] = json.load(handle)
-    return MappingProxyType(databases)
+def _databases(init_dir: str) -> Mapping[str, Any]:
+    return _Databases(Path(init_dir))
 
 
 def initial_databases(root: Path) -> Mapping[str, Any]:
-    """The `init_database/*.json` of a data root, read once per process (never mutate)."""
-    with _DB_LOCK:
-        return _read_databases(str(Path(root) / "init_database"))
+    """The `init_database/*.json` of a data root, each read once per process (never mutate)."""
+    return _databases(str(Path(root) / "init_database"))
 
 
 def convert_parameters(api_cls: type, params: Mapping[str, Any]) -> dict[str, Any]:
