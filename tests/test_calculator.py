@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apibank_bench.apis.level3.calculator import calculate
+from apibank_bench.apis.arithmetic import calculate
 
 OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
 
@@ -27,7 +27,7 @@ def rewrite(tokens):
 
 
 def specified(formula):
-    from apibank_bench.apis.level3.calculator import _is_valid, _tokens
+    from apibank_bench.apis.arithmetic import _is_valid, _tokens
 
     formula = formula.replace(" ", "")
     if not _is_valid(formula):

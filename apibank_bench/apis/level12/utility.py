@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
+from apibank_bench.apis.arithmetic import calculate  # upstream's Level-1/2 and Level-3 calculators are the same
 from apibank_bench.apis.base import LEVEL12, Api
-from apibank_bench.apis.level3.calculator import calculate  # upstream's Level-1/2 and Level-3 calculators are the same
 
 # Upstream's receiver pattern: one optional '.' or '_' inside the local part (at
 # least two characters), a word domain and a 2-3 character word suffix.
@@ -15,7 +15,7 @@ _EMAIL = re.compile(r"^[a-z0-9]+[._]?[a-z0-9]+@\w+\.\w{2,3}$")
 
 @LEVEL12.register
 class Calculator(Api):
-    """See `level3.calculator.calculate`: upstream's list-rewriting evaluator, never eval.
+    """See `apis.arithmetic`: upstream's list-rewriting evaluator, never eval.
 
     Documented difference (shared with Level 3): a leading operator in a (sub)formula
     whose first operation succeeds, e.g. '-3+2', makes upstream loop forever; we
