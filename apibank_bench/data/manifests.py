@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterable
 
 from apibank_bench.core.paths import MANIFEST_DIR
-from apibank_bench.data.tasks import LEVELS, Task, get_task, split_combined_id
+from apibank_bench.data.tasks import LEVELS, Task, get_tasks, split_combined_id
 
 EVAL_MANIFEST = "apibank_eval_ids.json"
 POOL_MANIFEST = "apibank_pool_ids.json"
@@ -75,7 +75,7 @@ def unknown_ids_message(unknown: list[str], ids: list[str], level: str, director
 
 def load_selection(level="all", limit=None, offset=0, only=None, root=None,
                    directory: Path = MANIFEST_DIR) -> list[Task]:
-    return [get_task(task_id, root=root) for task_id in select(level, limit, offset, only, directory)]
+    return get_tasks(select(level, limit, offset, only, directory), root)
 
 
 def splits(train: int, validation: int, seed: int = 0, directory: Path = MANIFEST_DIR) -> dict[str, list[str]]:

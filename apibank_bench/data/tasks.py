@@ -11,7 +11,7 @@ import ast
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from apibank_bench.core.frozen import freeze
 from apibank_bench.core.memo import load_once
@@ -189,9 +189,18 @@ def _lookup(root: str, level: str, source_id: str) -> Task | None:
 
 def get_task(task_id: str, level: str | None = None, root: str | Path | None = None) -> Task:
     """Look up a task by combined ID, or by source ID plus level."""
+    return _find(task_id, level, str(require_root(root)))
+
+
+def get_tasks(task_ids: Iterable[str], root: str | Path | None = None) -> list[Task]:
+    """Tasks by combined ID, the data root checked once (not once per task)."""
+    checked = str(require_root(root))
+    return [_find(task_id, None, checked) for task_id in task_ids]
+
+
+def _find(task_id: str, level: str | None, root: str) -> Task:
     prefixed_level, source_id = split_combined_id(task_id)
     level = prefixed_level or (str(level) if level else "")
-    root = str(require_root(root))
     for candidate in [level] if level else LEVELS:
         task = _lookup(root, candidate, source_id)
         if task is not None:
