@@ -263,16 +263,16 @@ class _Depths:
             reach *= 2
 
 
-def _has_call_shape(args_text: str | None) -> bool:
+def _call_shape(args_text: str | None) -> ast.Call | bool:
+    """The call node of argument text shaped like a keyword-only call (True: empty arguments), else False."""
     if args_text is None:
         return False
     if not args_text:
         return True
     try:
-        _call_node(args_text)
+        return _call_node(args_text)
     except ParseError:
         return False
-    return True
 
 
 def _value(node: ast.expr) -> Any:
@@ -284,21 +284,23 @@ def _value(node: ast.expr) -> Any:
         raise ParseError(f"unsupported argument expression: {type(node).__name__}") from None
 
 
-def _chosen_span(text: str) -> tuple[int, int] | None:
-    """The span the scorer reads: the last one shaped like a keyword-only call, else the last."""
+def _chosen(text: str) -> tuple[int, int, ast.Call | bool] | None:
+    """The span the scorer reads, with its `_call_shape`: the last span shaped like a keyword-only
+    call, else the last span (shape False)."""
     spans = _spans(text)
     depths = _Depths(text) if len(spans) > 1 else None
     for start, end in reversed(spans):
         if depths and text[end - 1] == ")" and depths.too_deep(_CALL_START_RE.match(text, start).end(), end - 1):
             continue
-        if _has_call_shape(_args_text(text, start, end)):
-            return start, end
-    return spans[-1] if spans else None
+        shape = _call_shape(_args_text(text, start, end))
+        if shape:
+            return start, end, shape
+    return (*spans[-1], False) if spans else None
 
 
 def select_call(text: str) -> str:
     """The candidate the scorer reads (the whole answer, stripped, if there is none)."""
-    span = _chosen_span(text)
+    span = _chosen(text)
     return text[span[0] : span[1] + 1] if span else text.strip()
 
 
@@ -308,18 +310,21 @@ def parse_call(text: str | None) -> ParsedCall:
         raise ParseError("empty answer")
     if not isinstance(text, str):
         raise ParseError(f"answer is not text ({type(text).__name__})")
-    span = _chosen_span(text)
-    if span is None:  # no balanced span, but the whole answer may still look like a call
+    chosen = _chosen(text)
+    node = None
+    if chosen is None:  # no balanced span, but the whole answer may still look like a call
         match = _CALL_RE.fullmatch(text.strip())
         name, args_text = (match.group("name"), match.group("args").strip()) if match else (None, None)
     else:
-        name, args_text = _CALL_START_RE.match(text, span[0]).group("name"), _args_text(text, *span)
+        start, end, shape = chosen
+        name, args_text = _CALL_START_RE.match(text, start).group("name"), _args_text(text, start, end)
+        node = shape if isinstance(shape, ast.Call) else None  # parsed once, while choosing
     if args_text is None:
         raise ParseError("no [ApiName(...)] call found")
     if not args_text:
         return ParsedCall(name, {})
     arguments: dict[str, Any] = {}
-    for keyword in _call_node(args_text).keywords:
+    for keyword in (node or _call_node(args_text)).keywords:
         if keyword.arg is None:
             raise ParseError("**kwargs are not supported in API calls")
         arguments[keyword.arg] = _value(keyword.value)
