@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import cache
 
 # (pattern, replacement) rewrites, applied in order; the text is then split on whitespace.
 _STARTING_QUOTES = [
@@ -61,20 +62,23 @@ _CONTRACTIONS = [
 ]
 
 
-def _compiled(rules):
-    return [(re.compile(pattern), replacement) for pattern, replacement in rules]
+@cache
+def _compiled() -> tuple[list, list]:
+    """The rewrites before and after padding, compiled on first use: only a SearchEngine call needs
+    them, and compiling all 31 at import was a visible part of every command's start."""
+    def compiled(rules):
+        return [(re.compile(pattern), replacement) for pattern, replacement in rules]
 
-
-_BEFORE_PADDING = _compiled(_STARTING_QUOTES + _PUNCTUATION)
-_AFTER_PADDING = _compiled(_ENDING_QUOTES + _CONTRACTIONS)
+    return compiled(_STARTING_QUOTES + _PUNCTUATION), compiled(_ENDING_QUOTES + _CONTRACTIONS)
 
 
 def word_tokens(text: str) -> list[str]:
     """NLTK 3.6.5's word tokens of one sentence (see the module note on sentences)."""
-    for pattern, replacement in _BEFORE_PADDING:
+    before_padding, after_padding = _compiled()
+    for pattern, replacement in before_padding:
         text = pattern.sub(replacement, text)
     text = f" {text} "
-    for pattern, replacement in _AFTER_PADDING:
+    for pattern, replacement in after_padding:
         text = pattern.sub(replacement, text)
     return text.split()
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import threading
 from contextlib import contextmanager
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +138,8 @@ def hub_snapshot() -> Path | None:
 
 
 def _check_data() -> dict[str, Any]:
+    from importlib import resources  # here: importing it costs every command's start
+
     return json.loads(resources.files("apibank_bench").joinpath(CHECK_FILE).read_text("utf-8"))
 
 
