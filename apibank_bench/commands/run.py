@@ -11,7 +11,6 @@ interrupted.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 from apibank_bench.commands import INCOMPLETE
@@ -111,6 +110,8 @@ def run_benchmark(args) -> int:
 
 
 def run_merge(args) -> int:
+    import shutil
+
     from apibank_bench.data.manifests import manifest_ids
     from apibank_bench.runs.epochs import case_ids
     from apibank_bench.runs.results import PREDICTIONS, RESULTS, TRACES, RunFiles, read_summary
