@@ -12,12 +12,13 @@ differ:
   `isdigit()` first) and bools accept a real bool (upstream maps True to False).
 
 Databases are read from disk once per process, each when a tool first needs it, and
-copied per tool with a JSON-shaped copy, which is several times faster than `copy.deepcopy`.
+copied per tool through `marshal`, which is many times faster than `copy.deepcopy`.
 """
 
 from __future__ import annotations
 
 import json
+import marshal
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -32,19 +33,28 @@ from apibank_bench.core.memo import load_once
 class _Databases(Mapping):
     """The `init_database/*.json` of one data root by name, each file read on first use: a task needs a
     few small ones, and reading them all (ImageCaptioning.json alone is 2.5 MB) was most of a short
-    command's time. Never mutate a value."""
+    command's time. Never mutate a value; `copy_of` gives a tool its own."""
 
     def __init__(self, init_dir: Path) -> None:
         self._paths = {path.stem: path for path in sorted(init_dir.glob("*.json"))}
-        self._read: dict[str, Any] = {}
+        self._read: dict[str, tuple[Any, bytes]] = {}  #: name -> (the value, its marshal bytes)
         self._lock = threading.Lock()  # instance threads may ask for the same file at once
 
-    def __getitem__(self, name: str) -> Any:
+    def _entry(self, name: str) -> tuple[Any, bytes]:
         with self._lock:
             if name not in self._read:
                 with self._paths[name].open(encoding="utf-8") as handle:
-                    self._read[name] = json.load(handle)
+                    value = json.load(handle)
+                self._read[name] = value, marshal.dumps(value)
             return self._read[name]
+
+    def __getitem__(self, name: str) -> Any:
+        return self._entry(name)[0]
+
+    def copy_of(self, name: str) -> Any:
+        """A plain, mutable copy of one database. JSON values survive marshal's round trip exactly
+        (dicts keep their order), and it is several times faster than a copy made in Python."""
+        return marshal.loads(self._entry(name)[1])
 
     def __contains__(self, name: object) -> bool:  # without reading the file
         return name in self._paths
@@ -57,11 +67,11 @@ class _Databases(Mapping):
 
 
 @load_once
-def _databases(init_dir: str) -> Mapping[str, Any]:
+def _databases(init_dir: str) -> _Databases:
     return _Databases(Path(init_dir))
 
 
-def initial_databases(root: Path) -> Mapping[str, Any]:
+def initial_databases(root: Path) -> _Databases:
     """The `init_database/*.json` of a data root, each read once per process (never mutate)."""
     return _databases(str(Path(root) / "init_database"))
 
@@ -112,7 +122,7 @@ class Environment:
         api_cls = self.api_class(name)
         args: list[Any] = []
         if api_cls.database_name in self._databases:
-            args.append(thaw(self._databases[api_cls.database_name]))
+            args.append(self._databases.copy_of(api_cls.database_name))
         if name != "CheckToken" and "token" in api_cls.input_parameters and self.token_checker is not None:
             args.append(self.token_checker)
         tool = api_cls(*args)
