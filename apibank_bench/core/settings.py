@@ -30,6 +30,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+from apibank_bench.core.memo import load_once
+
 # -- value parsers -------------------------------------------------------------------------
 
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
@@ -421,13 +423,25 @@ def _fresh(value: Any) -> Any:
     return value.copy() if isinstance(value, (list, dict)) else value
 
 
-RunConfig = make_dataclass(
-    "RunConfig",
-    [(s.name, Any, field(default_factory=lambda d=s.default: _fresh(d))) for s in RUN_SETTINGS],
-    bases=(_Base,), frozen=True,
-)
-RunConfig.__module__ = __name__
-RunConfig.__doc__ = "One run's settings; build it with `resolve`."
+@load_once
+def _run_config_class() -> type:
+    """`RunConfig`, made on first use: generating the methods of its many fields costs a short command
+    that runs no benchmark (`summary`, `score`, `--help`) a noticeable part of its start."""
+    cls = make_dataclass(
+        "RunConfig",
+        [(s.name, Any, field(default_factory=lambda d=s.default: _fresh(d))) for s in RUN_SETTINGS],
+        bases=(_Base,), frozen=True,
+    )
+    cls.__module__ = __name__
+    cls.__doc__ = "One run's settings; build it with `resolve`."
+    globals()["RunConfig"] = cls  # later lookups find it without `__getattr__`
+    return cls
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RunConfig":  # `settings.RunConfig`, `from ...settings import RunConfig`
+        return _run_config_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 #: The attribute holding a RunConfig on an object handed to `pytest.main(plugins=[...])` (`apibank-bench run`
@@ -441,7 +455,7 @@ def from_record(record: Mapping[str, Any]) -> RunConfig:
     values = {s.name: _fresh(record.get(s.name, s.default)) for s in RUN_SETTINGS}
     if values["shard"] is not None:
         values["shard"] = tuple(values["shard"])
-    return RunConfig(**values)
+    return _run_config_class()(**values)
 
 
 # -- resolution ---------------------------------------------------------------------------
@@ -543,7 +557,7 @@ def resolve(option_value: Callable[[Setting], Any] = lambda s: None,
             ini_value: Callable[[Setting], Any] = lambda s: None,
             environ: Mapping[str, str] | None = None) -> RunConfig:
     """A run's settings (pytest options: `option_value` answers for `--apibank-NAME`)."""
-    cfg = RunConfig(**_resolve(RUN_SETTINGS, option_value, lambda s: flag(s.name), ini_value, environ))
+    cfg = _run_config_class()(**_resolve(RUN_SETTINGS, option_value, lambda s: flag(s.name), ini_value, environ))
     if cfg.topology != "single" and cfg.team_size not in TEAM_SIZES:
         raise ValueError(f"{flag('team_size')} must be one of {', '.join(map(str, TEAM_SIZES))}, got {cfg.team_size}")
     return cfg
