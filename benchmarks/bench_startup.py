@@ -112,7 +112,7 @@ REFERENCE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 def run(repeats: int, reference: Path | None, reference_repeats: int = 1) -> dict:
     compile_sources(PROJECT / "apibank_bench", *([reference] if reference else []))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT), os.environ.get("PYTHONPATH")]))}
-    report: dict = {"commands": {}, "pool": {}}
+    report: dict = {"commands": {}, "pool": {}, "load_before": round(os.getloadavg()[0], 2)}
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         prepare(scratch, env)
@@ -130,6 +130,7 @@ def run(repeats: int, reference: Path | None, reference_repeats: int = 1) -> dic
     for side, values in samples.items():
         if values:
             report["pool"][side] = summarize(values)
+    report["load_after"] = round(os.getloadavg()[0], 2)  # other work on the machine inflates wall time
     if samples["reference"]:
         ours_row, theirs_row = report["pool"]["ours"], report["pool"]["reference"]
         report["pool"]["reference_over_ours"] = round(theirs_row["median_s"] / ours_row["median_s"], 1)
@@ -138,6 +139,8 @@ def run(repeats: int, reference: Path | None, reference_repeats: int = 1) -> dic
 
 
 def print_report(report: dict) -> None:
+    print(f"load average (1 min) before {report['load_before']}, after {report['load_after']}; "
+          f"{os.cpu_count()} cores\n")
     print("| command | wall s (median) | fastest | CPU s | peak MB | heavy imports |")
     print("| --- | --- | --- | --- | --- | --- |")
     for name, row in report["commands"].items():
