@@ -3,7 +3,8 @@
 Shared by our two ToolSearcher APIs (catalogs built from `apibank_bench.data.specs`) and
 by the frozen `official` scorer (a catalog of recorded ToolSearcher outputs).
 Embeddings come from `apibank_bench.apis.search.model`, imported only when a search runs;
-each catalog embeds its texts once per process.
+each catalog embeds its texts once per process (and once more with sentence-transformers if
+keywords that are not a str are searched).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ class Catalog:
         self.entries = tuple(freeze(dict(entry)) for entry in entries)
         self.texts = tuple(texts)
         self._embeddings: list | None = None
+        self._units: Any = None  #: the embeddings scaled to length 1, one row per entry
+        self._st_embeddings: list | None = None
         self._lock = threading.Lock()
 
     def index(self, name: str) -> int:
@@ -57,6 +60,7 @@ class Catalog:
                 from apibank_bench.apis.search import model as embedding
 
                 self._embeddings = [embedding.encode(text) for text in self.texts]
+                self._units = _unit_rows(self._embeddings) if self.texts else None
             return self._embeddings
 
     def best(self, keywords: Any) -> int | None:
@@ -67,18 +71,45 @@ class Catalog:
         goes to the earlier entry. `keywords` is passed to `encode` untouched, so
         non-string input fails as it does upstream.
         """
+        if not isinstance(keywords, str):
+            return self._best_by_sentence_transformers(keywords)
         from apibank_bench.apis.search import model as embedding
 
-        desc_embeddings = self.embeddings()  # loads the model: ModelUnavailable if it cannot
+        self.embeddings()  # loads the model: ModelUnavailable if it cannot
+        keyword_embedding = embedding.encode(keywords)
+        # util.cos_sim's arithmetic in numpy: each vector over its length, then the dot product, float32.
+        scores = (self._units @ _unit_rows([keyword_embedding])[0]).tolist() if self.texts else []
+        return _first_best(scores)
+
+    def _best_by_sentence_transformers(self, keywords: Any) -> int | None:
+        """`best` as upstream computes it, with sentence-transformers and torch, for keywords that are
+        not a str: what its `encode` and `util.cos_sim(...).item()` make of a list, a number, None or a
+        dict (an answer, a wrong type, an error) is theirs to say, so they say it."""
+        from apibank_bench.apis.search import model as embedding
+
+        with self._lock:
+            if self._st_embeddings is None:
+                self._st_embeddings = [embedding.encode_by_sentence_transformers(text) for text in self.texts]
         keyword_embedding = embedding.encode(keywords)
         from sentence_transformers import util
 
-        best, best_score = None, 0
-        for i, desc_embedding in enumerate(desc_embeddings):
-            score = util.cos_sim(keyword_embedding, desc_embedding).item()
-            if score > best_score:
-                best, best_score = i, score
-        return best
+        return _first_best(util.cos_sim(keyword_embedding, desc).item() for desc in self._st_embeddings)
+
+
+def _unit_rows(vectors: Sequence[Any]):
+    """The vectors as float32 rows, each divided by its length (at least 1e-12, as torch's `normalize`)."""
+    import numpy as np
+
+    rows = np.stack([np.asarray(vector, dtype=np.float32).ravel() for vector in vectors])
+    return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), np.float32(1e-12))
+
+
+def _first_best(scores) -> int | None:
+    best, best_score = None, 0
+    for i, score in enumerate(scores):
+        if score > best_score:
+            best, best_score = i, score
+    return best
 
 
 _CATALOG_LOCK = threading.Lock()

@@ -10,12 +10,16 @@ from the Hugging Face Hub. We never touch the network:
    into `$APIBANK_CACHE_DIR/paraphrase-MiniLM-L3-v2` (default cache dir:
    `~/.cache/apibank-bench`).
 
-Either way the loaded model must reproduce `data/minilm_l3_check.json` (embeddings of
-a few fixed sentences, recorded from the ONNX model itself) to `CHECK_ATOL`.
+Either way the model must reproduce `data/minilm_l3_check.json` (embeddings of a few fixed
+sentences, recorded from the ONNX model itself) to `CHECK_ATOL`.
 
-torch and sentence-transformers are imported only when an embedding is needed. One
-model per process; `encode` is serialized by a lock because the fast tokenizer is
-not safe to call from several threads at once.
+Text is embedded by `minilm.MiniLM`, a numpy forward pass over that folder (about 0.5 s to load,
+where torch and sentence-transformers take about 8 s to import). sentence-transformers itself, with
+torch, is loaded only when the numpy engine cannot be used (a package or file it needs is missing),
+or for input that is not a str, or a str its tokenizer rejects: upstream passes the keywords to
+`model.encode` untouched, so such input must succeed or fail exactly as sentence-transformers makes
+it. One model of each kind per process; `encode` is serialized by a lock (the fast tokenizer of
+transformers is not safe to call from several threads at once).
 """
 
 from __future__ import annotations
@@ -30,8 +34,10 @@ from apibank_bench.apis.search.onnx_minilm import (  # noqa: F401 (the model's n
     CHECK_ATOL, CHECK_FILE, FOLDER_NAME, INSTALL_HINT, MODEL_ID, ModelUnavailable, build_model_folder as _build,
 )
 
-_LOCK = threading.Lock()
-_MODEL: Any = None
+_LOCK = threading.Lock()  #: guards the text model
+_ST_LOCK = threading.Lock()  #: guards the SentenceTransformer (loading it does not hold up the numpy engine)
+_MODEL: Any = None  #: what embeds text: the numpy engine, else the SentenceTransformer
+_SENTENCE_TRANSFORMER: Any = None
 
 
 _CACHE_ROOT: Path | None = None
@@ -52,7 +58,8 @@ def cache_dir() -> Path:
 
 
 def get_model():
-    """The process-wide SentenceTransformer (loaded or built on first use)."""
+    """The process-wide text model (loaded, built and checked on first use): the numpy engine, or the
+    SentenceTransformer when the engine cannot be used. Its `encode` takes a str or a list of str."""
     global _MODEL
     with _LOCK:
         if _MODEL is None:
@@ -60,38 +67,92 @@ def get_model():
         return _MODEL
 
 
-def encode(sentences):
-    """`SentenceTransformer.encode(sentences)` on the shared model, one call at a time.
+def sentence_transformer():
+    """The process-wide SentenceTransformer (loaded and checked on first use)."""
+    global _SENTENCE_TRANSFORMER
+    model = get_model()  # builds the folder, or says why it cannot
+    if not _is_engine(model):
+        return model
+    with _ST_LOCK:
+        if _SENTENCE_TRANSFORMER is None:
+            _SENTENCE_TRANSFORMER = _load_sentence_transformer()
+        return _SENTENCE_TRANSFORMER
 
-    The argument is passed through untouched, so non-string input fails exactly as
-    it does in upstream's `model.encode(keywords)`.
+
+def _is_engine(model) -> bool:
+    from apibank_bench.apis.search.minilm import MiniLM
+
+    return isinstance(model, MiniLM)
+
+
+def encode(sentences):
+    """What upstream's `model.encode(sentences)` gives, one call at a time.
+
+    A str goes to the numpy engine. Anything else, and a str its tokenizer rejects (a lone
+    surrogate), goes untouched to sentence-transformers, so that such input succeeds or fails
+    exactly as it does upstream.
     """
-    model = get_model()
-    with _LOCK:
+    if isinstance(sentences, str):
+        model = get_model()
+        if _is_engine(model):
+            with _LOCK:
+                try:
+                    ids = model.token_ids(sentences)
+                except Exception:  # noqa: BLE001 - sentence-transformers raises its own error below
+                    ids = None
+                if ids is not None:
+                    return model.encode_ids(ids)
+    return encode_by_sentence_transformers(sentences)
+
+
+def encode_by_sentence_transformers(sentences):
+    """`SentenceTransformer.encode(sentences)`, the argument untouched (ModelUnavailable if it cannot be loaded)."""
+    model = sentence_transformer()
+    with _ST_LOCK:
         return model.encode(sentences)
 
 
 # -- loading ------------------------------------------------------------------------
 
+def _model_folder() -> tuple[Path, bool]:
+    """The model's folder and whether we built it (ModelUnavailable if it is neither cached nor buildable)."""
+    where = hub_snapshot()
+    if where is not None:
+        return where, False
+    try:
+        return build_model_folder(), True
+    except ModelUnavailable:
+        raise
+    except Exception as exc:
+        raise ModelUnavailable(
+            f"cannot build the ToolSearcher embedding model in {cache_dir()} "
+            f"({type(exc).__name__}: {exc}); set APIBANK_CACHE_DIR to a writable folder, or install: {INSTALL_HINT}"
+        ) from exc
+
+
 def _load():
+    """The numpy engine on the model's folder, checked; the SentenceTransformer if the engine cannot read it."""
+    from apibank_bench.apis.search.minilm import MiniLM, Unsupported
+
+    where, _ = _model_folder()
+    try:
+        model = MiniLM(where)
+    except Unsupported:
+        return _load_sentence_transformer()
+    check_model(model, where)
+    return model
+
+
+def _load_sentence_transformer():
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
         raise ModelUnavailable(
             f"ToolSearcher needs sentence-transformers and torch ({exc}). Install: {INSTALL_HINT}"
         ) from exc
-    where = hub_snapshot()
+    where, built = _model_folder()
     kwargs: dict[str, Any] = {}
-    if where is None:
-        try:
-            where = build_model_folder()
-        except ModelUnavailable:
-            raise
-        except Exception as exc:
-            raise ModelUnavailable(
-                f"cannot build the ToolSearcher embedding model in {cache_dir()} "
-                f"({type(exc).__name__}: {exc}); set APIBANK_CACHE_DIR to a writable folder, or install: {INSTALL_HINT}"
-            ) from exc
+    if built:
         # The ONNX export has no BERT pooler (mean pooling never uses it): do not
         # create one, rather than have transformers initialize it at random.
         kwargs["model_kwargs"] = {"add_pooling_layer": False}
@@ -129,6 +190,11 @@ def _quiet_transformers():
 def hub_snapshot() -> Path | None:
     """The model's folder in the local Hugging Face cache, or None (never downloads)."""
     try:
+        from huggingface_hub import constants
+
+        # Looking first saves importing snapshot_download (0.6 s) where the model was never cached.
+        if not (Path(constants.HF_HUB_CACHE) / ("models--" + MODEL_ID.replace("/", "--"))).is_dir():
+            return None
         from huggingface_hub import snapshot_download
 
         folder = Path(snapshot_download(MODEL_ID, local_files_only=True))
