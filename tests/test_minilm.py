@@ -5,7 +5,7 @@ on the same folder, and every search must pick what upstream's search (sentence-
 `util.cos_sim(...).item()`) picks: on every catalog text, every recorded ToolSearcher keyword and a
 few hundred odd strings. Input that is not a str still goes to sentence-transformers: its results
 and errors must be exactly today's. The comparisons need torch and sentence-transformers (CI's
-venv has them); the tests without them check what works when they are missing.
+venv has them); tests/test_no_torch.py checks what works without them.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import random
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -22,7 +20,6 @@ import pytest
 from apibank_bench.apis.search import model as embedding
 from apibank_bench.apis.search.catalog import Catalog, spec_catalog
 from apibank_bench.apis.search.minilm import MiniLM, Unsupported
-from apibank_bench.core.paths import PROJECT_ROOT
 from apibank_bench.data import specs
 from apibank_bench.data.tasks import load_level
 from apibank_bench.scoring.toolsearcher_scorers import frozen_search
@@ -157,28 +154,6 @@ def test_an_uncovered_folder_falls_back_to_sentence_transformers(tmp_path, engin
     monkeypatch.setattr(embedding, "_model_folder", lambda: (folder, True))
     monkeypatch.setattr(embedding, "_load_sentence_transformer", Fallback)
     assert isinstance(embedding._load(), Fallback)
-
-
-def test_a_str_search_does_not_need_torch(apibank_root):
-    """Without torch, sentence-transformers and transformers, text is searched as before; other input
-    needs them, and says what to install."""
-    code = (
-        "import sys\n"
-        "for name in ('torch', 'sentence_transformers', 'transformers'):\n"
-        "    sys.modules[name] = None  # importing it fails\n"
-        "from apibank_bench.apis.level12.tool_searcher import ToolSearcher\n"
-        "from apibank_bench.apis.search.model import ModelUnavailable\n"
-        "tool = ToolSearcher()\n"
-        "result = tool.call('delete alarm')\n"
-        "assert [item['name'] for item in result['output']] == ['GetUserToken', 'DeleteAlarm'], result\n"
-        "try:\n"
-        "    tool.call(['delete alarm'])\n"
-        "except ModelUnavailable as exc:\n"
-        "    assert 'pip install sentence-transformers' in str(exc), exc\n"
-        "else:\n"
-        "    raise AssertionError('a list needs sentence-transformers')\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=PROJECT_ROOT)
 
 
 # -- against sentence-transformers ---------------------------------------------------------------
