@@ -1,7 +1,7 @@
 """The MiniLM sentence embedding as a numpy forward pass, without torch or sentence-transformers.
 
-Importing torch and sentence-transformers takes seconds (about 8 s on 2 cores); this engine loads
-in a fraction of a second. Given a sentence-transformers folder holding exactly a BERT Transformer
+Importing torch and sentence-transformers takes about 8 s on 2 cores; this engine imports, loads
+and checks in about 1 s. Given a sentence-transformers folder holding exactly a BERT Transformer
 module and mean pooling (what paraphrase-MiniLM-L3-v2 is), it computes what
 `SentenceTransformer(folder).encode(text)` computes: WordPiece ids from the folder's `tokenizer.json`
 (the same Rust tokenizer transformers runs), truncated to `max_seq_length`; BERT's embeddings,

@@ -13,13 +13,14 @@ from the Hugging Face Hub. We never touch the network:
 Either way the model must reproduce `data/minilm_l3_check.json` (embeddings of a few fixed
 sentences, recorded from the ONNX model itself) to `CHECK_ATOL`.
 
-Text is embedded by `minilm.MiniLM`, a numpy forward pass over that folder (about 0.5 s to load,
-where torch and sentence-transformers take about 8 s to import). sentence-transformers itself, with
-torch, is loaded only when the numpy engine cannot be used (a package or file it needs is missing),
-or for input that is not a str, or a str its tokenizer rejects: upstream passes the keywords to
-`model.encode` untouched, so such input must succeed or fail exactly as sentence-transformers makes
-it. One model of each kind per process; `encode` is serialized by a lock (the fast tokenizer of
-transformers is not safe to call from several threads at once).
+Text is embedded by `minilm.MiniLM`, a numpy forward pass over that folder: about 1 s to import,
+load and check here, where importing torch and sentence-transformers alone takes about 8 s.
+sentence-transformers itself, with torch, is loaded only when the numpy engine cannot be used (a
+package or file it needs is missing), or for input that is not a str, or a str its tokenizer
+rejects: upstream passes the keywords to `model.encode` untouched, so such input must succeed or
+fail exactly as sentence-transformers makes it. One model of each kind per process; `encode` is
+serialized by a lock (the fast tokenizer of transformers is not safe to call from several threads
+at once).
 """
 
 from __future__ import annotations
