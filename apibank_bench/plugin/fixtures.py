@@ -3,6 +3,8 @@ the pool that keeps this process's instances in flight. Per test: its instance's
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from apibank_bench.agents import build_solver
@@ -69,6 +71,10 @@ def apibank_pool(request, apibank_config, apibank_root, apibank_model, apibank_s
     if apibank_model is not None:  # a dead endpoint trips the model layer's breaker: start no more instances
         apibank_model.breaker.on_trip(pool.stop)
     request.config.stash[POOL] = pool
+    # Everything built so far (the model layer, LangGraph, the solver, the APIs) lives as long as the
+    # process: out of the collector's sight, later collections (automatic ones during the run, and
+    # pytest's own at its end) scan only the run's new objects, not the hundreds of thousands imported.
+    gc.freeze()
     pool.start(my_instances(request.session))
     yield pool
     pool.close()
