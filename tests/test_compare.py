@@ -183,8 +183,11 @@ def test_the_minimum_detectable_difference_comes_from_the_observed_discordance(r
 def test_runs_of_several_epochs_pair_on_epoch_0_and_show_their_flip_rate(tmp_path):
     from apibank_bench.reports.compare import compare_runs, Run
 
-    def rows(outcomes: dict[str, tuple]) -> list[dict]:
-        return [{"id": i, "epoch": e, "level": "1", "correct": bool(hit), "stage": "score", "model_calls": 0}
+    from apibank_bench.runs.row import ResultRow
+    from apibank_bench.scoring.stage import Stage
+
+    def rows(outcomes: dict[str, tuple]) -> list[ResultRow]:
+        return [ResultRow(i, e, "1", bool(hit), Stage.SCORE, model_calls=0)
                 for i, hits in outcomes.items() for e, hit in enumerate(hits)]
 
     single = Run("single", tmp_path, rows({"a": (1,), "b": (0,), "c": (1,)}), {})

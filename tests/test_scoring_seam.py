@@ -40,5 +40,7 @@ def test_a_results_line_holds_the_stage_as_a_plain_str(apibank_root):
     from apibank_bench.runs.results import records
 
     task = get_task(manifest_ids("all")[0], root=apibank_root)
-    _, result = records(task, "no call", Scorer(apibank_root).score(task, "no call"))
+    _, row = records(task, "no call", Scorer(apibank_root).score(task, "no call"))
+    assert row.stage is Stage.PARSE  # a Stage in Python
+    result = row.to_json()
     assert type(result["stage"]) is str and result["stage"] == "parse"  # xdist's channel serializes no enum

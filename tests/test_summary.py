@@ -5,12 +5,13 @@ import json
 import pytest
 from results_folders import eval_tasks, score_folder
 
+from apibank_bench.runs.row import ResultRow
 from apibank_bench.runs.summary import add_summary_to_json_report, gold_api_name, summarize_rows, table_lines
 
 
 def _row(level="1", correct=True, stage="score", api="AddAgenda", **extra):
-    return {"id": f"x{id(extra)}", "level": level, "correct": correct, "stage": stage,
-            "gold_call": f"[{api}(content='a(b)')]", **extra}
+    return ResultRow.from_json({"id": f"x{id(extra)}", "level": level, "correct": correct, "stage": stage,
+                                "gold_call": f"[{api}(content='a(b)')]", **extra})
 
 
 def test_error_rows_count_as_errors_never_as_correct():

@@ -191,8 +191,11 @@ def test_a_cell_of_several_epochs_reports_its_spread_across_the_epochs(tmp_path)
     from apibank_bench.runs.summary import summarize_rows
     from apibank_bench.runs.sweep import Cell
 
-    def row(task_id: str, epoch: int, correct: bool) -> dict:
-        return {"id": task_id, "epoch": epoch, "level": "1", "correct": correct, "stage": "score", "model_calls": 0}
+    from apibank_bench.runs.row import ResultRow
+    from apibank_bench.scoring.stage import Stage
+
+    def row(task_id: str, epoch: int, correct: bool) -> ResultRow:
+        return ResultRow(task_id, epoch, "1", correct, Stage.SCORE, model_calls=0)
 
     # Epoch 0: a and b right; epoch 1: all four; epoch 2: none. Every instance flips.
     outcomes = {"a": (1, 1, 0), "b": (1, 1, 0), "c": (0, 1, 0), "d": (0, 1, 0)}

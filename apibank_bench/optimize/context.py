@@ -86,16 +86,16 @@ def _run_tasks(tasks: list[Task], solver: Solver, scorer: Scorer, workers: int,
 
 
 def rollout_from(outcome: InstanceResult) -> Rollout:
-    result, trace = outcome.payload["result"], outcome.payload["trace"]
+    row = outcome.row
     return Rollout(
-        task_id=result["id"],
-        correct=bool(result["correct"]),
-        stage=Stage(result["stage"]),
-        error=result["error"],
-        predicted_call=result["predicted_call"],
-        gold_call=result["gold_call"],
-        answer=outcome.payload["prediction"]["prediction"],
-        agents=list(trace.get("agents") or []),
+        task_id=row.id,
+        correct=bool(row.correct),
+        stage=row.stage,
+        error=row.error,
+        predicted_call=row.predicted_call,
+        gold_call=row.gold_call,
+        answer=outcome.prediction["prediction"],
+        agents=list(outcome.trace.get("agents") or []),
         dialogue=task_prompt(outcome.task),
     )
 
@@ -104,7 +104,7 @@ def usage(outcomes: Iterable[InstanceResult]) -> dict[str, int]:
     """What the endpoint did for these outcomes: requests and tokens of uncached turns, cache hits."""
     counts = {"requests": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0}
     for outcome in outcomes:
-        for turn in outcome.payload["trace"].get("agents") or []:
+        for turn in outcome.trace.get("agents") or []:
             if turn.get("cached"):
                 counts["cache_hits"] += 1
                 continue

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from apibank_bench.runs.results import read_jsonl, summarize
+from apibank_bench.runs.results import read_rows, summarize
+from apibank_bench.runs.row import ResultRow
 from apibank_bench.runs.stats import mcnemar_exact
 
 
@@ -11,10 +12,10 @@ def _brief(summary: dict) -> dict:
             "by_level": summary["by_level"], "failures_by_stage": summary["failures_by_stage"]}
 
 
-def compare(seed_results: list[dict], optimized_results: list[dict]) -> dict:
+def compare(seed_results: list[ResultRow], optimized_results: list[ResultRow]) -> dict:
     """Both runs' accuracy overall and per level, the instances that changed, and the paired test."""
-    seed = {line["id"]: bool(line["correct"]) for line in seed_results}
-    optimized = {line["id"]: bool(line["correct"]) for line in optimized_results}
+    seed = {row.id: row.is_correct for row in seed_results}
+    optimized = {row.id: row.is_correct for row in optimized_results}
     if list(seed) != list(optimized):
         raise ValueError("final: the seed and optimized runs did not cover the same instances")
     improved = [task_id for task_id in seed if optimized[task_id] and not seed[task_id]]
@@ -34,4 +35,4 @@ def compare(seed_results: list[dict], optimized_results: list[dict]) -> dict:
 
 
 def compare_folders(seed_dir, optimized_dir) -> dict:
-    return compare(read_jsonl(seed_dir / "results.jsonl"), read_jsonl(optimized_dir / "results.jsonl"))
+    return compare(read_rows(seed_dir), read_rows(optimized_dir))

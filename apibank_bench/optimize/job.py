@@ -203,10 +203,9 @@ def _final_run(name: str, prompts_dir: Path, ids: list[str], cfg: RunConfig, cli
     def record(outcome) -> None:
         nonlocal count
         count += 1
-        payload = outcome.payload
-        files.append(payload["prediction"], payload["result"], payload["trace"])
-        events.log("final_instance", step=count, candidate=name, id=payload["result"]["id"],
-                   correct=payload["result"]["correct"], **usage([outcome]))
+        files.append(outcome.prediction, outcome.row, outcome.trace)
+        events.log("final_instance", step=count, candidate=name, id=outcome.row.id, correct=outcome.row.correct,
+                   **usage([outcome]))
 
     _run_tasks(tasks, build_solver(run_cfg, client), scorer, workers, on_done=record)
     summary = files.finalize(ids, config={"run": run_cfg.to_dict(), **provenance(run_cfg)},

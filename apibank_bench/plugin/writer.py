@@ -22,14 +22,14 @@ from apibank_bench.runs.instances import error_result
 from apibank_bench.runs.provenance import now
 from apibank_bench.runs.folder import FolderTaken, decide, write_record
 from apibank_bench.runs.results import RunFiles, read_summary
+from apibank_bench.runs.row import ResultRow
 from apibank_bench.runs.summary import add_summary_to_json_report, table_lines
 from apibank_bench.data.tasks import get_task
 from apibank_bench.plugin.run import ids_to_run, narrowing, run_config, selected_cases, selected_ids, task_id_of
-from apibank_bench.runs.epochs import row_key, split_case
+from apibank_bench.runs.epochs import split_case
 from apibank_bench.core.progress import ProgressLine, eta
 from apibank_bench.core.settings import flag
 from apibank_bench.plugin.keys import COMMAND_OUTPUT, MODEL, USER_PROPERTY
-from apibank_bench.scoring.stage import Stage
 
 PROGRESS_EVERY_S = 10.0  #: plain progress lines (not a terminal, or pytest's own per-test characters)
 
@@ -135,22 +135,22 @@ class Writer:
         return None  # the report stays a failure; xdist does not reschedule the case
 
     def add(self, payload: dict) -> None:
-        result = payload["result"]
-        if row_key(result) in self.seen:
+        row = ResultRow.from_json(payload["result"])
+        if row.key in self.seen:
             return
-        self.seen.add(row_key(result))
+        self.seen.add(row.key)
         if self.files is None:
             cfg = run_config(self.config)
             self.files = RunFiles(Path(cfg.results_dir), resume=self.keep)
             self.record = write_record(self.files.out_dir, cfg, self.started_at, self.forced)
-        self.files.append(payload["prediction"], result, payload.get("trace"))
+        self.files.append(payload["prediction"], row, payload.get("trace"))
         if not self.done:  # the first line comes PROGRESS_EVERY_S after the first instance, not after start-up
             self.last_progress = time.monotonic()
         self.done += 1
-        self.correct += bool(result["correct"])
-        if result["stage"] == Stage.ERROR:
+        self.correct += row.is_correct
+        if row.is_error:
             self.errors += 1
-            self.error_reasons[str(result.get("error") or "?")[:160]] += 1
+            self.error_reasons[str(row.error or "?")[:160]] += 1
         self.cache_hits += sum(bool(turn.get("cached")) for turn in (payload.get("trace") or {}).get("agents") or ())
         self.start_line()
         if self.line is not None:

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apibank_bench.core import settings
-from apibank_bench.runs.results import RESULTS, read_jsonl, read_summary
-from apibank_bench.runs.epochs import epoch_summary, row_key
+from apibank_bench.runs.results import RESULTS, read_rows, read_summary
+from apibank_bench.runs.epochs import epoch_summary
 from apibank_bench.runs.stats import discordant, mcnemar_exact, min_detectable_difference, paired_bootstrap
-from apibank_bench.runs.row import is_correct, is_error
+from apibank_bench.runs.row import ResultRow
 from apibank_bench.runs.summary import tokens_per_correct
 
 #: What must agree between compared runs, by name, as paths into summary.json's `config`
@@ -50,7 +50,7 @@ class RunMismatch(ValueError):
 class Run:
     name: str
     path: Path
-    rows: list[dict]
+    rows: list[ResultRow]
     summary: dict
 
     @property
@@ -63,7 +63,7 @@ def load_run(path: Path, name: str | None = None) -> Run:
     if not (path / RESULTS).is_file():
         raise FileNotFoundError(f"{path} is not a results folder (no {RESULTS})")
     summary = read_summary(path) or {}
-    return Run(name or path.name, path, read_jsonl(path / RESULTS), summary)
+    return Run(name or path.name, path, read_rows(path), summary)
 
 
 def _lookup(config: dict, dotted: str):
@@ -151,10 +151,10 @@ def pair(baseline: Run, run: Run) -> Pairing:
              if name in ours and name in theirs and ours[name] != theirs[name]]
     base, other = first_epoch(baseline.rows), first_epoch(run.rows)
     shared = [task_id for task_id in base if task_id in other]
-    paired = [task_id for task_id in shared if not is_error(base[task_id]) and not is_error(other[task_id])]
+    paired = [task_id for task_id in shared if not base[task_id].is_error and not other[task_id].is_error]
     if len(shared) < max(len(base), len(other)) and not notes:
         notes.append(f"{len(other)} vs {len(base)} instances")
-    errors = {"baseline": sum(is_error(base[i]) for i in shared), "run": sum(is_error(other[i]) for i in shared)}
+    errors = {"baseline": sum(base[i].is_error for i in shared), "run": sum(other[i].is_error for i in shared)}
     return Pairing(refused, notes, shared, paired, errors)
 
 
@@ -169,9 +169,9 @@ def significantly_worse(stats: dict, alpha: float) -> bool:
     return stats["difference"] < 0 and stats["mcnemar_p"] < alpha
 
 
-def paired_stats(ids: list[str], base: dict[str, dict], other: dict[str, dict], seed: int) -> dict:
-    a = [is_correct(base[i]) for i in ids]
-    o = [is_correct(other[i]) for i in ids]
+def paired_stats(ids: list[str], base: dict[str, ResultRow], other: dict[str, ResultRow], seed: int) -> dict:
+    a = [base[i].is_correct for i in ids]
+    o = [other[i].is_correct for i in ids]
     b, c = discordant(a, o)
     n = len(ids)
     acc_a = sum(a) / n if n else 0.0
@@ -185,18 +185,18 @@ def paired_stats(ids: list[str], base: dict[str, dict], other: dict[str, dict], 
             "lost": [i for i, x, y in zip(ids, a, o) if x and not y]}
 
 
-def first_epoch(rows: list[dict]) -> dict[str, dict]:
+def first_epoch(rows: list[ResultRow]) -> dict[str, ResultRow]:
     """The rows that take part in a pairing, by instance: epoch 0's (every row of a run without epochs)."""
-    return {row["id"]: row for row in rows if row_key(row)[1] == 0}
+    return {row.id: row for row in rows if row.key[1] == 0}
 
 
 def run_facts(run: Run) -> dict:
     """What a comparison says about each run on its own: epochs, flip rate, mean accuracy over the
     epochs, tokens per correct answer."""
-    facts: dict = {"name": run.name, "path": str(run.path), "instances": len({row["id"] for row in run.rows}),
+    facts: dict = {"name": run.name, "path": str(run.path), "instances": len({row.id for row in run.rows}),
                    "tokens_per_correct": tokens_per_correct(run.rows),
                    "tokens_per_correct_by_role": run.summary.get("tokens_per_correct_by_role") or {}}
-    if any(row.get("epoch") for row in run.rows):
+    if any(row.epoch for row in run.rows):
         repeats = epoch_summary(run.rows)
         facts.update(epochs=repeats["epochs"], flip_rate=repeats["flip_rate"],
                      mean_accuracy_over_epochs=repeats["mean_accuracy"], clustered_95=repeats["clustered_95"])
@@ -209,7 +209,7 @@ def compare_pair(baseline: Run, run: Run, seed: int = 0, pairing: Pairing | None
     base, other = first_epoch(baseline.rows), first_epoch(run.rows)
     levels: dict[str, list[str]] = {}
     for i in pairing.paired:
-        levels.setdefault(str(base[i].get("level")), []).append(i)
+        levels.setdefault(str(base[i].level), []).append(i)
     return {
         "run": run.name, "baseline": baseline.name, "shared": len(pairing.shared), "paired": len(pairing.paired),
         "only_in_baseline": len(base) - len(pairing.shared), "only_in_run": len(other) - len(pairing.shared),

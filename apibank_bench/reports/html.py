@@ -19,7 +19,6 @@ from urllib.parse import quote
 from apibank_bench.reports.compare import Run, compare_runs, first_epoch, format_p, load_run
 from apibank_bench.runs.epochs import correct_epochs
 from apibank_bench.runs.results import SUMMARY, TRACES, trace_name
-from apibank_bench.runs.row import is_correct, is_error
 from apibank_bench.runs.summary import gold_api_name, read_traces, summarize_rows
 from apibank_bench.reports.sweep_table import SEEDS_CSV, SWEEP_CSV
 from apibank_bench.scoring.stage import Stage
@@ -221,16 +220,16 @@ def instance_pages(runs: list[Run], out: Path, trace_dirs: list[str]) -> dict[tu
         if folder.exists():
             shutil.rmtree(folder)
         for row in first_epoch(run.rows).values():
-            trace_file = run.path / TRACES / trace_name(row["id"])
+            trace_file = run.path / TRACES / trace_name(row.id)
             if not trace_file.is_file():
                 continue
             trace = json.loads(trace_file.read_text(encoding="utf-8"))
-            name = trace_name(row["id"]).removesuffix(".json") + ".html"
+            name = trace_name(row.id).removesuffix(".json") + ".html"
             folder.mkdir(parents=True, exist_ok=True)
-            raw = f"../../{traces}/{quote(trace_name(row['id']))}"
-            (folder / name).write_text(to_html(sections(Instance(row["id"], row, trace, run.path)), "../../index.html",
+            raw = f"../../{traces}/{quote(trace_name(row.id))}"
+            (folder / name).write_text(to_html(sections(Instance(row.id, row, trace, run.path)), "../../index.html",
                                                raw), encoding="utf-8")
-            pages[(number, row["id"])] = f"{INSTANCE_PAGES}/{number + 1}/{quote(name)}"
+            pages[(number, row.id)] = f"{INSTANCE_PAGES}/{number + 1}/{quote(name)}"
     return pages
 
 
@@ -238,8 +237,8 @@ def instances_table(runs: list[Run], pages: dict[tuple[int, str], str]) -> str:
     """One line per instance: each run's verdict (epoch 0's, with the run's correct epochs when it has several),
     linking its page."""
     by_id = [first_epoch(run.rows) for run in runs]
-    repeats = [correct_epochs(run.rows) if any(row.get("epoch") for row in run.rows) else {} for run in runs]
-    order = list(dict.fromkeys(row["id"] for run in runs for row in run.rows))
+    repeats = [correct_epochs(run.rows) if any(row.epoch for row in run.rows) else {} for run in runs]
+    order = list(dict.fromkeys(row.id for run in runs for row in run.rows))
     rows = []
     for task_id in order:
         first = next(rows_of[task_id] for rows_of in by_id if task_id in rows_of)
@@ -249,14 +248,14 @@ def instances_table(runs: list[Run], pages: dict[tuple[int, str], str]) -> str:
             if row is None:
                 cells.append("—")
                 continue
-            css = "ok" if is_correct(row) else "err" if is_error(row) else "fail"
+            css = "ok" if row.is_correct else "err" if row.is_error else "fail"
             href = pages.get((number, task_id))
-            title = "\n".join(str(row[key]) for key in ("predicted_call", "error") if row.get(key))
-            text = "correct" if css == "ok" else row.get("stage") or "wrong"
+            title = "\n".join(str(text) for text in (row.predicted_call, row.error) if text)
+            text = "correct" if css == "ok" else row.stage or "wrong"
             if task_id in counts:
                 text += " ({}/{} epochs)".format(*counts[task_id])
             cells.append((text, css, href, title))
-        rows.append([task_id, first.get("level"), gold_api_name(first.get("gold_call")), *cells])
+        rows.append([task_id, first.level, gold_api_name(first.gold_call), *cells])
     return _table(["instance", "level", "gold API", *(run.name for run in runs)], rows, 3)
 
 

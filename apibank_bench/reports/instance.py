@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-from apibank_bench.runs.results import RESULTS, TRACES, read_jsonl, trace_name
+from apibank_bench.runs.results import RESULTS, TRACES, read_rows, trace_name
+from apibank_bench.runs.row import ResultRow
 from apibank_bench.scoring.stage import Stage
 
 PROMPT_CHARS = 400  #: how much of the end of each agent's prompt is shown (the task and the team's words)
@@ -24,7 +25,7 @@ DEFAULT_RESULTS = Path("results") / "apibank"
 @dataclass
 class Instance:
     id: str
-    row: dict  #: its results.jsonl line
+    row: ResultRow  #: its results.jsonl row
     trace: dict  #: its trace ({} when the folder has none, as `apibank-bench score` writes)
     folder: Path
 
@@ -38,7 +39,7 @@ def _matches(row_id: str, wanted: str) -> bool:
 def folders_holding(task_id: str, under: Path = DEFAULT_RESULTS) -> list[Path]:
     """The results folders under `under` whose results.jsonl has `task_id`."""
     return sorted(path.parent for path in Path(under).glob(f"**/{RESULTS}")
-                  if any(_matches(row["id"], task_id) for row in read_jsonl(path)))
+                  if any(_matches(row.id, task_id) for row in read_rows(path.parent)))
 
 
 def load_instance(task_id: str, folder: Path | None = None, epoch: int = 0) -> Instance:
@@ -59,15 +60,15 @@ def load_instance(task_id: str, folder: Path | None = None, epoch: int = 0) -> I
     if not (folder / RESULTS).is_file():
         raise FileNotFoundError(f"{folder} is not a results folder (no {RESULTS}); pass --out-dir with a run's "
                                 "folder (e.g. results/apibank/single)")
-    rows = [row for row in read_jsonl(folder / RESULTS)
-            if _matches(row["id"], task_id) and int(row.get("epoch") or 0) == epoch]
+    every = read_rows(folder)
+    rows = [row for row in every if _matches(row.id, task_id) and row.key[1] == epoch]
     if not rows:
         raise LookupError(f"{folder / RESULTS} has no instance {task_id!r}; its IDs are the `id` field of each "
-                          f"line (e.g. {', '.join(row['id'] for row in read_jsonl(folder / RESULTS)[:2])})")
+                          f"line (e.g. {', '.join(row.id for row in every[:2])})")
     row = rows[-1]
-    trace_file = folder / TRACES / trace_name(row["id"], epoch)
+    trace_file = folder / TRACES / trace_name(row.id, epoch)
     trace = json.loads(trace_file.read_text(encoding="utf-8")) if trace_file.is_file() else {}
-    return Instance(row["id"], row, trace, folder)
+    return Instance(row.id, row, trace, folder)
 
 
 def dialogue_lines(task_id: str, root=None) -> list[str]:
@@ -145,12 +146,12 @@ def _position(turns: list[dict], winner: int, vote: dict) -> str:
 def sections(instance: Instance, prompt_chars: int = PROMPT_CHARS, root=None) -> list[tuple[str, list[str]]]:
     """The instance as titled blocks of lines (the terminal and the HTML page show the same)."""
     row, trace = instance.row, instance.trace
-    verdict = "correct" if row.get("correct") else ("error" if row.get("stage") == Stage.ERROR else "wrong")
-    head = [f"level {row.get('level')} · {verdict} · stage {row.get('stage')} · from {instance.folder}"]
-    result = [f"scored call: {row.get('predicted_call') or 'none'}", f"gold call:   {row.get('gold_call')}",
-              f"stage:       {row.get('stage')}" + (" (correct)" if row.get("correct") else "")]
-    if row.get("error"):
-        result.append(f"error:       {row['error']}")
+    verdict = "correct" if row.is_correct else (Stage.ERROR if row.is_error else "wrong")  # an error row: its stage
+    head = [f"level {row.level} · {verdict} · stage {row.stage} · from {instance.folder}"]
+    result = [f"scored call: {row.predicted_call or 'none'}", f"gold call:   {row.gold_call}",
+              f"stage:       {row.stage}" + (" (correct)" if row.is_correct else "")]
+    if row.error:
+        result.append(f"error:       {row.error}")
     blocks = [(instance.id, head), ("dialogue", dialogue_lines(instance.id, root))]
     turns = trace.get("agents") or []
     for number, turn in enumerate(turns, start=1):

@@ -21,7 +21,7 @@ from collections import Counter, defaultdict
 from statistics import fmean, stdev
 from typing import Iterable
 
-from apibank_bench.runs.row import is_correct
+from apibank_bench.runs.row import ResultRow
 from apibank_bench.runs.stats import clustered_interval, pass_at_k
 
 _CASE = re.compile(r"(?P<id>.+)-epoch(?P<epoch>\d+)")
@@ -54,21 +54,22 @@ def run_cases(task_ids: Iterable[str], epochs: int, shard: tuple[int, int] | Non
     return cases
 
 
-def row_key(row: dict) -> tuple[str, int]:
-    """What identifies a results row: its instance and epoch (rows written before epochs: epoch 0)."""
-    return row["id"], int(row.get("epoch") or 0)
+def row_key(line: dict) -> tuple[str, int]:
+    """What identifies a line of results.jsonl or predictions.jsonl: its instance and epoch (lines written
+    before epochs: epoch 0). A typed row's is `ResultRow.key`."""
+    return line["id"], int(line.get("epoch") or 0)
 
 
-def correct_epochs(rows: list[dict]) -> dict[str, list[int]]:
+def correct_epochs(rows: list[ResultRow]) -> dict[str, list[int]]:
     """Per instance: [correct epochs, epochs with a row]."""
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for row in rows:
-        counts[row["id"]][0] += is_correct(row)
-        counts[row["id"]][1] += 1
+        counts[row.id][0] += row.is_correct
+        counts[row.id][1] += 1
     return dict(counts)
 
 
-def epoch_summary(rows: list[dict]) -> dict:
+def epoch_summary(rows: list[ResultRow]) -> dict:
     """The repeats part of summary.json for a group of rows (see the module docstring)."""
     counts = correct_epochs(rows)
     correct = [c for c, _ in counts.values()]
@@ -81,8 +82,8 @@ def epoch_summary(rows: list[dict]) -> dict:
         pass_at[str(k)] = fmean(pass_at_k(n, c, k) for n, c in eligible)
     per_epoch: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     for row in rows:
-        per_epoch[row_key(row)[1]][0] += is_correct(row)
-        per_epoch[row_key(row)[1]][1] += 1
+        per_epoch[row.key[1]][0] += row.is_correct
+        per_epoch[row.key[1]][1] += 1
     by_epoch = {str(e): c / n for e, (c, n) in sorted(per_epoch.items())}
     return {
         "epochs": epochs, "instances": len(counts), "attempts": sum(attempts),

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from apibank_bench.core import settings
-from apibank_bench.runs.results import RECORD, RESULTS, SUMMARY, read_jsonl, read_summary, write_atomic
+from apibank_bench.runs.results import RECORD, SUMMARY, read_rows, read_summary, write_atomic
 
 
 
@@ -53,7 +53,7 @@ def stored_settings(out_dir: Path) -> dict | None:
 
 def holds_results(out_dir: Path) -> bool:
     out_dir = Path(out_dir)
-    return bool(read_jsonl(out_dir / RESULTS)) or (out_dir / SUMMARY).is_file()
+    return bool(read_rows(out_dir)) or (out_dir / SUMMARY).is_file()
 
 
 def differences(stored: dict, wanted: dict) -> list[str]:
@@ -66,7 +66,7 @@ def differences(stored: dict, wanted: dict) -> list[str]:
 def describe(out_dir: Path) -> str:
     """The run in a folder, in a few words: `decentralized / stub, 3 instances`."""
     stored = stored_settings(out_dir) or {}
-    rows = len({row.get("id") for row in read_jsonl(Path(out_dir) / RESULTS)})
+    rows = len({row.id for row in read_rows(out_dir)})
     what = f"{stored.get('topology', '?')} / {stored.get('model') or 'the embedded model'}" if stored else "results"
     return f"{what}, {rows} instance{'s' if rows != 1 else ''}"
 

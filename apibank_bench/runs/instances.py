@@ -22,6 +22,7 @@ from apibank_bench.core.redact import redact
 from apibank_bench.core.settings import flag
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.runs.results import records
+from apibank_bench.runs.row import ResultRow
 from apibank_bench.runs.team import team_fields
 from apibank_bench.scoring.scorer import Score, Scorer
 from apibank_bench.scoring.stage import Stage
@@ -38,9 +39,16 @@ class InstanceResult:
 
     task: Task
     score: Score
-    payload: dict  #: prediction, result and trace lines
+    prediction: dict  #: its predictions.jsonl line
+    row: ResultRow  #: its results.jsonl row
+    trace: dict  #: its traces/<id>.json
     endpoint_failure: bool = False  #: an error caused by the model endpoint (a model error)
     epoch: int = 0
+
+    @property
+    def payload(self) -> dict:
+        """The three lines as plain JSON values, as they travel from an xdist worker to the writer."""
+        return {"prediction": self.prediction, "result": self.row.to_json(), "trace": self.trace}
 
     @property
     def correct(self) -> bool:
@@ -108,8 +116,8 @@ def score(solved: Solved, scorer: Scorer) -> InstanceResult:
 
 
 def _score_agents(task: Task, solution: Solution, scorer: Scorer) -> dict | None:
-    """A team's agents scored with the same scorer (runs.team); None for a single agent. A crash
-    here costs only the agents' scores (recorded), never the team's verdict."""
+    """A team's agents scored with the same scorer (runs.team): the row's team fields; None for a
+    single agent. A crash here costs only the agents' scores (recorded), never the team's verdict."""
     agents = solution.trace.get("agents") or []
     if len(agents) < 2:
         return None
@@ -128,19 +136,14 @@ def error_result(task: Task, message: str, epoch: int = 0) -> InstanceResult:
 def _result(task: Task, solution: Solution, score: Score, elapsed: float, endpoint_failure: bool, epoch: int = 0,
             team: dict | None = None) -> InstanceResult:
     agents = solution.trace.get("agents")
-    extra = {
-        "prompt_tokens": solution.prompt_tokens,
-        "completion_tokens": solution.completion_tokens,
-        "latency_s": round(elapsed, 4),
-        "model_calls": solution.model_calls,
-    }
-    if agents:
-        extra["agent_answers"] = [agent.get("answer") for agent in agents]
-    extra.update(team or {})
-    prediction, result = records(task, solution.answer, score, extra, epoch)
-    trace = {"id": task.combined_id, "epoch": epoch, "gold_call": task.gold_call, "result": result, **solution.trace}
-    return InstanceResult(task, score, {"prediction": prediction, "result": result, "trace": trace},
-                          endpoint_failure, epoch)
+    prediction, row = records(task, solution.answer, score, epoch, prompt_tokens=solution.prompt_tokens,
+                              completion_tokens=solution.completion_tokens, latency_s=round(elapsed, 4),
+                              model_calls=solution.model_calls,
+                              **({"agent_answers": [agent.get("answer") for agent in agents]} if agents else {}),
+                              **(team or {}))
+    trace = {"id": task.combined_id, "epoch": epoch, "gold_call": task.gold_call, "result": row.to_json(),
+             **solution.trace}
+    return InstanceResult(task, score, prediction, row, trace, endpoint_failure, epoch)
 
 
 class RunStopped(RuntimeError):

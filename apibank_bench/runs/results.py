@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 from apibank_bench.core.text import SURROGATES
 from apibank_bench.runs.epochs import row_key, split_case
+from apibank_bench.runs.row import ResultRow
 from apibank_bench.scoring.scorer import Score, Scorer
 from apibank_bench.scoring.stage import Stage
 from apibank_bench.data.tasks import Task, get_task
@@ -77,22 +78,15 @@ def _cap(value: Any, limit: int) -> tuple[Any, Any]:
     return value, None
 
 
-def records(task: Task, answer: str | None, score: Score, extra: dict | None = None,
-            epoch: int = 0) -> tuple[dict, dict]:
-    """The predictions.jsonl and results.jsonl lines of one instance and epoch (long strings capped)."""
+def records(task: Task, answer: str | None, score: Score, epoch: int = 0, **solved: Any) -> tuple[dict, ResultRow]:
+    """The predictions.jsonl line and the results row of one instance and epoch, long strings capped.
+
+    `solved`: the row's optional fields (what solving took, a team's agents scored); one given as
+    None is written as null (runs.row)."""
     prediction = {"id": task.combined_id, "epoch": epoch, "prediction": answer, "predicted_call": score.predicted_call}
-    result = {
-        "id": task.combined_id,
-        "epoch": epoch,
-        "level": task.level,
-        "correct": score.correct,
-        "stage": Stage(score.stage).value,  # a plain str: xdist's channel (json-report metadata) takes no enum
-        "error": score.error,
-        "predicted_call": score.predicted_call,
-        "gold_call": task.gold_call,
-        **(extra or {}),
-    }
-    return cap_strings(prediction), cap_strings(result)
+    row = ResultRow(task.combined_id, epoch, task.level, score.correct, score.stage, score.error, score.predicted_call,
+                    task.gold_call, **solved, nulls=frozenset(name for name, value in solved.items() if value is None))
+    return cap_strings(prediction), ResultRow.from_json(cap_strings(row.to_json()))  # a cut string's note beside it
 
 
 class RunFiles:
@@ -113,15 +107,15 @@ class RunFiles:
                 drop_torn_tail(self.out_dir / name)
         (self.out_dir / TRACES).mkdir(parents=True, exist_ok=True)
 
-    def append(self, prediction: dict, result: dict, trace: dict | None = None) -> None:
+    def append(self, prediction: dict, row: ResultRow, trace: dict | None = None) -> None:
         with self._lock:
-            for name, line in ((PREDICTIONS, prediction), (RESULTS, result)):
+            for name, line in ((PREDICTIONS, prediction), (RESULTS, row.to_json())):
                 with open(self.out_dir / name, "a", encoding="utf-8") as handle:
                     handle.write(to_json(cap_strings(line)) + "\n")
                     handle.flush()
                     os.fsync(handle.fileno())
             if trace is not None:
-                write_atomic(self.out_dir / TRACES / trace_name(*row_key(result)), to_json(cap_strings(trace)))
+                write_atomic(self.out_dir / TRACES / trace_name(*row.key), to_json(cap_strings(trace)))
 
     def finalize(self, order: Iterable[str], config: dict | None = None, wall_time_s: float | None = None,
                  deselected: Iterable[str] = (), extra: dict | None = None) -> dict:
@@ -135,11 +129,11 @@ class RunFiles:
             for name in (PREDICTIONS, RESULTS):
                 put_in_order(self.out_dir / name, keys)
             wanted = set(keys)
-            results = [line for line in read_jsonl(self.out_dir / RESULTS) if row_key(line) in wanted]
-            have = {row_key(line) for line in results}
+            rows = [row for row in read_rows(self.out_dir) if row.key in wanted]
+            have = {row.key for row in rows}
             left_out = {split_case(case) for case in deselected}
             not_run = sum(1 for key in keys if key not in have and key not in left_out)
-            summary = summarize(results, config, wall_time_s, selected=len(keys), trace_dir=self.out_dir / TRACES,
+            summary = summarize(rows, config, wall_time_s, selected=len(keys), trace_dir=self.out_dir / TRACES,
                                 not_run=not_run)
             summary.update(extra or {})
             write_atomic(self.out_dir / SUMMARY, json.dumps(summary, indent=1, ensure_ascii=False))
@@ -173,12 +167,17 @@ def write_atomic(path: Path, text: str) -> None:
 
 def finished_ids(out_dir: Path) -> set[str]:
     """Instances with a scored answer; an errored one is not finished (a resumed run tries it again)."""
-    return {line["id"] for line in read_jsonl(Path(out_dir) / RESULTS) if line.get("stage") != Stage.ERROR}
+    return {row.id for row in read_rows(out_dir) if not row.is_error}
 
 
 def finished_keys(out_dir: Path) -> set[tuple[str, int]]:
-    """(instance, epoch) pairs with a scored answer (runs.epochs.row_key)."""
-    return {row_key(line) for line in read_jsonl(Path(out_dir) / RESULTS) if line.get("stage") != Stage.ERROR}
+    """(instance, epoch) pairs with a scored answer (ResultRow.key)."""
+    return {row.key for row in read_rows(out_dir) if not row.is_error}
+
+
+def read_rows(out_dir: Path) -> list[ResultRow]:
+    """A results folder's rows (none where it has no results.jsonl; a torn line is ignored)."""
+    return [ResultRow.from_json(line) for line in read_jsonl(Path(out_dir) / RESULTS)]
 
 
 def read_summary(out_dir: Path) -> dict | None:
@@ -242,16 +241,16 @@ def put_in_order(path: Path, order: list[tuple[str, int]]) -> None:
         write_atomic(path, "".join(to_json(line) + "\n" for line in ordered))
 
 
-def summarize(results: list[dict], config: dict | None = None, wall_time_s: float | None = None,
+def summarize(rows: list[ResultRow], config: dict | None = None, wall_time_s: float | None = None,
               selected: int | None = None, trace_dir: Path | None = None, not_run: int | None = None) -> dict:
     """summary.json (see summary.summarize_rows); `not_run`: selected instances with no line at all
     (default: all of them), less those deselected on purpose."""
     from apibank_bench.runs.summary import read_traces, summarize_rows
 
-    summary = summarize_rows(results, read_traces(trace_dir))
+    summary = summarize_rows(rows, read_traces(trace_dir))
     if selected is not None:
         summary["selected"] = selected
-        summary["not_run"] = max(selected - len(results), 0) if not_run is None else not_run
+        summary["not_run"] = max(selected - len(rows), 0) if not_run is None else not_run
     summary["complete"] = not summary["errors"] and not summary.get("not_run")
     if wall_time_s is not None:
         summary["wall_time_s"] = round(wall_time_s, 3)
@@ -273,7 +272,7 @@ def score_predictions_file(predictions: Path, out_dir: Path, level: str | None =
         score = (Score(False, Stage.ERROR, f"the stored answer was cut to {MAX_STORED_CHARS} characters (of "
                                        f"{cut.get('length')}): the whole answer is not in this file")
                  if isinstance(cut, dict) else scorer.score(task, answer))
-        prediction, result = records(task, answer, score)
-        files.append(prediction, result)
+        prediction, row = records(task, answer, score)
+        files.append(prediction, row)
         order.append(task.combined_id)
     return files.finalize(order, config={"source": str(predictions), "toolsearcher_scorer": toolsearcher_scorer})

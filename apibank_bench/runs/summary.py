@@ -17,7 +17,7 @@ from typing import Iterable
 from apibank_bench.runs.epochs import correct_epochs, epoch_summary
 from apibank_bench.runs.stats import ratio_bootstrap, wilson
 from apibank_bench.runs.team import team_summary
-from apibank_bench.runs.row import is_correct, is_error
+from apibank_bench.runs.row import ResultRow
 from apibank_bench.scoring.stage import Stage
 
 SMALL_N = 20  #: below this many instances an accuracy is flagged as too noisy to read alone
@@ -30,11 +30,11 @@ def gold_api_name(gold_call: str | None) -> str:
     return match.group(1) if match else "?"
 
 
-def accuracy(rows: list[dict]) -> dict:
+def accuracy(rows: list[ResultRow]) -> dict:
     """n, correct, errors, accuracy over all and over completed rows, the Wilson 95 % interval, flags."""
     n = len(rows)
-    correct = sum(1 for row in rows if is_correct(row))
-    errors = sum(1 for row in rows if is_error(row))
+    correct = sum(1 for row in rows if row.is_correct)
+    errors = sum(1 for row in rows if row.is_error)
     completed = n - errors
     flags = []
     if n < SMALL_N:
@@ -48,22 +48,26 @@ def accuracy(rows: list[dict]) -> dict:
             "wilson_95": [low, high], "flags": flags}
 
 
-def _grouped(rows: list[dict], key) -> dict[str, dict]:
-    groups: dict[str, list[dict]] = defaultdict(list)
+def _grouped(rows: list[ResultRow], key) -> dict[str, dict]:
+    groups: dict[str, list[ResultRow]] = defaultdict(list)
     for row in rows:
         groups[key(row)].append(row)
     return {name: accuracy(groups[name]) for name in sorted(groups)}
 
 
-def _usage(record: dict) -> tuple[int, int] | None:
+def _usage(prompt: int | None, completion: int | None) -> tuple[int, int] | None:
     """(prompt, completion) tokens, or None when not reported (a prompt always has some tokens)."""
-    prompt, completion = record.get("prompt_tokens"), record.get("completion_tokens")
     if not prompt or completion is None:
         return None
     return int(prompt), int(completion)
 
 
-def instance_tokens(rows: list[dict]) -> dict:
+def _turn_usage(turn: dict) -> tuple[int, int] | None:
+    """An agent turn's (prompt, completion) tokens, as a trace records them (see `_usage`)."""
+    return _usage(turn.get("prompt_tokens"), turn.get("completion_tokens"))
+
+
+def instance_tokens(rows: list[ResultRow]) -> dict:
     """Token totals and per-instance means over the rows whose usage is known.
 
     A row that made no model call (a gold replay) used zero tokens; a row that made calls but
@@ -71,10 +75,10 @@ def instance_tokens(rows: list[dict]) -> dict:
     """
     known, missing = [], 0
     for row in rows:
-        if row.get("model_calls") == 0:
+        if row.model_calls == 0:
             known.append((0, 0))
             continue
-        usage = _usage(row)
+        usage = _usage(row.prompt_tokens, row.completion_tokens)
         if usage is None:
             missing += 1
         else:
@@ -96,7 +100,7 @@ def role_tokens(traces: Iterable[dict]) -> dict[str, dict]:
         for turn in trace.get("agents") or []:
             counts = roles[str(turn.get("role", "?"))]
             counts["turns"] += 1
-            usage = _usage(turn)
+            usage = _turn_usage(turn)
             if usage is None:
                 counts["turns_missing_usage"] += 1
             else:
@@ -119,11 +123,11 @@ def read_traces(trace_dir: Path | None) -> list[dict]:
     return traces
 
 
-def _row_tokens(row: dict) -> int | None:
+def _row_tokens(row: ResultRow) -> int | None:
     """A row's tokens (0 for a row that made no model call), None when its usage is unknown."""
-    if row.get("model_calls") == 0:
+    if row.model_calls == 0:
         return 0
-    usage = _usage(row)
+    usage = _usage(row.prompt_tokens, row.completion_tokens)
     return None if usage is None else sum(usage)
 
 
@@ -142,11 +146,11 @@ def _per_correct(pairs: Iterable[tuple[str, int, bool]]) -> dict:
             "tokens": tokens, "correct": correct, "instances": len(clusters)}
 
 
-def tokens_per_correct(rows: list[dict]) -> dict:
+def tokens_per_correct(rows: list[ResultRow]) -> dict:
     """All the run's tokens over its correct answers: the cost of one right call, comparable across
     topologies (a team's tokens are all its agents'). Rows whose usage is unknown are left out of
     both sums (`rows_missing_usage`)."""
-    known = [(row["id"], _row_tokens(row), is_correct(row)) for row in rows]
+    known = [(row.id, _row_tokens(row), row.is_correct) for row in rows]
     result = _per_correct((i, t, c) for i, t, c in known if t is not None)
     result["rows_missing_usage"] = sum(t is None for _, t, _ in known)
     return result
@@ -158,10 +162,10 @@ def role_tokens_per_correct(traces: Iterable[dict]) -> dict[str, dict]:
     for trace in traces:
         result = trace.get("result") or {}
         turns = trace.get("agents") or []
-        usages = [_usage(turn) for turn in turns]
+        usages = [_turn_usage(turn) for turn in turns]
         if not turns or any(usage is None for usage in usages) or not result:
             continue
-        correct = is_correct(result)
+        correct = ResultRow.from_json(result).is_correct  # the row the trace holds
         spent: dict[str, int] = defaultdict(int)
         for turn, usage in zip(turns, usages):
             spent[str(turn.get("role", "?"))] += sum(usage)
@@ -179,7 +183,7 @@ def cache_use(traces: Iterable[dict]) -> dict:
     return {"model_calls": len(turns), "answered_by_cache": sum(1 for turn in turns if turn.get("cached"))}
 
 
-def summarize_rows(rows: list[dict], traces: Iterable[dict] = ()) -> dict:
+def summarize_rows(rows: list[ResultRow], traces: Iterable[dict] = ()) -> dict:
     """The statistics of summary.json for a run's results rows (and its traces, for per-role tokens
     and the response cache's share).
 
@@ -187,12 +191,12 @@ def summarize_rows(rows: list[dict], traces: Iterable[dict] = ()) -> dict:
     `team` (runs.team).
     """
     traces = list(traces)
-    failures = Counter(row.get("stage") for row in rows if not is_correct(row))
+    failures = Counter(row.stage for row in rows if not row.is_correct)
     tokens = instance_tokens(rows)
     summary = {
         **accuracy(rows),
-        "by_level": _grouped(rows, lambda row: str(row.get("level"))),
-        "by_api": _grouped(rows, lambda row: gold_api_name(row.get("gold_call"))),
+        "by_level": _grouped(rows, lambda row: str(row.level)),
+        "by_api": _grouped(rows, lambda row: gold_api_name(row.gold_call)),
         "failures_by_stage": {stage: failures.get(stage, 0) for stage in Stage},
         "tokens": {"prompt_tokens": tokens["prompt_tokens"], "completion_tokens": tokens["completion_tokens"]},
         "tokens_per_instance": tokens,
@@ -201,11 +205,11 @@ def summarize_rows(rows: list[dict], traces: Iterable[dict] = ()) -> dict:
         "tokens_per_correct_by_role": role_tokens_per_correct(traces),
         "cache": cache_use(traces),
     }
-    if any(row.get("epoch") for row in rows):
+    if any(row.epoch for row in rows):
         summary["epochs"] = epoch_summary(rows)
         summary["correct_epochs"] = {task_id: c for task_id, (c, _) in correct_epochs(rows).items()}
         for level in summary["by_level"]:
-            summary["by_level"][level]["epochs"] = epoch_summary([r for r in rows if str(r.get("level")) == level])
+            summary["by_level"][level]["epochs"] = epoch_summary([r for r in rows if str(r.level) == level])
     team = team_summary(rows)
     if team is not None:
         summary["team"] = team

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Callable
 
+from apibank_bench.runs.row import ResultRow
 from apibank_bench.scoring.parsing import select_call
 from apibank_bench.scoring.stage import Stage
 
@@ -37,7 +38,7 @@ def scored_turns(turns: list[dict], score: Callable[[str | None], object]) -> li
             verdicts[answer] = score(answer)
         verdict = verdicts[answer]
         scored.append({"role": turn.get("role"), "round": turn.get("round", 0), "index": turn.get("index", 0),
-                       "correct": bool(verdict.correct), "stage": verdict.stage})
+                       "correct": bool(verdict.correct), "stage": Stage(verdict.stage).value})  # plain JSON
     return scored
 
 
@@ -73,12 +74,12 @@ def _rate(correct: int, total: int) -> dict:
     return {"turns": total, "correct": correct, "accuracy": correct / total if total else None}
 
 
-def team_summary(rows: list[dict]) -> dict | None:
+def team_summary(rows: list[ResultRow]) -> dict | None:
     """The team part of summary.json over the rows that scored their agents (None: not a team run).
 
     Error rows carry no agent scores and are left out here (they are counted in `errors`).
     """
-    team = [row for row in rows if row.get("agents_correct") is not None and row.get("stage") != Stage.ERROR]
+    team = [row for row in rows if row.agents_correct is not None and not row.is_error]
     if not team:
         return None
     n = len(team)
@@ -87,18 +88,18 @@ def team_summary(rows: list[dict]) -> dict | None:
     lost = fixed = oracle = correct = 0
     margins = []
     for row in team:
-        for turn in row["agents_correct"]:
+        for turn in row.agents_correct:
             for table, key in ((by_role, str(turn["role"])), (by_round, str(turn["round"]))):
                 table[key][0] += turn["correct"]
                 table[key][1] += 1
-        finals = final_calls(row["agents_correct"])
+        finals = final_calls(row.agents_correct)
         right = sum(turn["correct"] for turn in finals)
-        oracle += bool(row.get("oracle"))
-        correct += bool(row.get("correct"))
-        lost += bool(row.get("oracle")) and not row.get("correct")
-        fixed += bool(finals) and right < len(finals) / 2 and bool(row.get("correct"))
-        if row.get("vote_margin") is not None:
-            margins.append(row["vote_margin"])
+        oracle += bool(row.oracle)
+        correct += bool(row.correct)
+        lost += bool(row.oracle) and not row.correct
+        fixed += bool(finals) and right < len(finals) / 2 and bool(row.correct)
+        if row.vote_margin is not None:
+            margins.append(row.vote_margin)
     summary = {
         "instances": n, "team_accuracy": correct / n, "oracle_accuracy": oracle / n,
         "lost_by_aggregation": lost, "fixed_by_aggregation": fixed,
