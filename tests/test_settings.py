@@ -197,3 +197,16 @@ def test_parts_register_in_name_order_whatever_order_the_file_system_lists(tmp_p
     finally:
         for name in [n for n in sys.modules if n == "parts_pkg" or n.startswith("parts_pkg.")]:
             del sys.modules[name]
+
+
+def test_executors_are_listed_by_name_whichever_engine_was_imported_first():
+    # In CI's full run a test imported executors/slurm.py before anything read the registry, so slurm
+    # registered first and the README's table and the choices message changed: a fresh process proves it.
+    import subprocess
+    import sys
+
+    code = ("import apibank_bench.runs.executors.slurm\n"
+            "from apibank_bench.runs.executors import EXECUTORS\n"
+            "print(','.join(EXECUTORS.names()))")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert shown == "local,slurm"

@@ -76,7 +76,7 @@ class Registry(Generic[T]):
             from apibank_bench.core.settings import spoken
 
             raise ValueError(f"{spoken(self.option)}: unknown {self.kind} {name!r}; expected one of "
-                             f"{', '.join(self._entries)}") from None
+                             f"{', '.join(entry.name for entry in self)}") from None
 
     def get(self, name: str) -> T:
         return self.entry(name).value

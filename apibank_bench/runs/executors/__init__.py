@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from apibank_bench.core.registry import Registry, import_submodules
 
-EXECUTORS: Registry = Registry("executor", "--executor")
+EXECUTORS: Registry = Registry("executor", "--executor", sort=True)  # engines register as their modules are imported
 
 
 def _load_modules() -> None:
