@@ -6,11 +6,10 @@ import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-import httpx
-import openai
 import pytest
 
 from apibank_bench.llm import ChatClient, ModelConfig, ModelError, RetryPolicy
+from apibank_bench.llm.http import APIConnectionError
 from apibank_bench.llm.limit import AdaptiveLimit
 from openai_stub import OpenAIStub, correct, error, malformed, slow, wrong
 
@@ -296,14 +295,14 @@ def test_the_policy_is_usable_on_its_own():
     def flaky():
         calls.append(1)
         if len(calls) < 3:
-            raise openai.APIConnectionError(request=httpx.Request("POST", "http://127.0.0.1/v1"))
+            raise APIConnectionError()
         return "done"
 
     waits: list[float] = []
     assert RetryPolicy(max_retries=2, base_delay=0.1, sleep=waits.append).call(flaky) == "done"
     assert 0.1 <= waits[0] <= 0.2 and 0.2 <= waits[1] <= 0.3  # doubling backoff, plus up to the base of jitter
     calls.clear()
-    with pytest.raises(openai.APIConnectionError):
+    with pytest.raises(APIConnectionError):
         RetryPolicy(max_retries=1, sleep=waits.append).call(flaky)
     assert len(calls) == 2
     with pytest.raises(KeyError):  # not a retryable error: raised at once

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import socket
 
-import httpx
-import openai
+import httpx2
 import pytest
 
 from apibank_bench.llm import router as router_module
+from apibank_bench.llm.http import APIConnectionError, BadRequestError
 from apibank_bench.llm.router import Router, merge_snapshots
 from openai_stub import OpenAIStub
 from test_run_reliability import mixed, run_command
@@ -23,8 +23,8 @@ class Clock:
         return self.now
 
 
-def refused() -> openai.APIConnectionError:
-    return openai.APIConnectionError(request=httpx.Request("POST", "http://x/v1/chat/completions"))
+def refused() -> APIConnectionError:
+    return APIConnectionError()
 
 
 def answer(router: Router, clock: Clock, latency: float, avoid: str = "") -> str:
@@ -88,8 +88,7 @@ def test_an_endpoint_that_keeps_failing_is_out_for_a_cooldown_then_tried_again()
 def test_a_request_error_that_is_not_the_endpoints_fault_does_not_take_it_out():
     clock = Clock()
     router = Router(["http://a", "http://b"], clock=clock)
-    bad_request = openai.BadRequestError("no", response=httpx.Response(400, request=httpx.Request("POST", "http://a")),
-                                         body=None)
+    bad_request = BadRequestError("no", response=httpx2.Response(400, request=httpx2.Request("POST", "http://a")))
     for _ in range(router_module.FAILURES_TO_EJECT + 2):
         fail(router, bad_request, avoid="http://b")
     assert router.snapshot()["http://a"]["ejections"] == 0

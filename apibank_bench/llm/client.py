@@ -1,6 +1,6 @@
 """One chat-completion client for any OpenAI-compatible endpoint.
 
-The `openai` package does the HTTP (its own retries are off: `max_retries=0`);
+`http.py` does the HTTP (one POST per attempt, no retries of its own);
 this module adds what a benchmark run needs around it: the retry policy of
 `retry.py`, a cap on requests in flight (`limit.AdaptiveLimit`, shared by every
 caller of one client, Agents SDK agents included; it backs off on HTTP 429), one
@@ -20,18 +20,17 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Sequence
 
-import openai
-
 from apibank_bench.core.redact import redact
 from apibank_bench.llm.cache import ResponseCache, request_key
 from apibank_bench.llm.config import ModelConfig
+from apibank_bench.llm.http import ChatEndpoint, RateLimitError
 from apibank_bench.llm.limit import AdaptiveLimit
 from apibank_bench.core.text import SURROGATES
 from apibank_bench.llm.retry import RetryPolicy, is_retryable
 from apibank_bench.llm.router import Router
 from apibank_bench.llm.stop import Breaker, Stopped, current_instance
 
-#: Placeholder key for local servers, which accept any key (openai needs one).
+#: Placeholder key for local servers, which accept any key (some servers want the header).
 NO_KEY = "sk-no-key"
 
 
@@ -167,15 +166,8 @@ class ChatClient:
         self._in_flight_lock = threading.Lock()
         self.stats = UsageStats()
         self.cache = ResponseCache(config.cache_dir) if config.cache_dir is not None else None
-        self._clients = {
-            url: openai.OpenAI(
-                base_url=url,
-                api_key=config.api_key or NO_KEY,
-                timeout=config.timeout,
-                max_retries=0,
-            )
-            for url in config.base_urls
-        }
+        self._endpoints = {url: ChatEndpoint(url, config.api_key or NO_KEY, config.timeout, config.max_in_flight)
+                           for url in config.base_urls}
         self.router = Router(config.base_urls, config.routing)
 
     # -- stopping early ----------------------------------------------------------------
@@ -304,9 +296,8 @@ class ChatClient:
                 self._in_flight.pop(key, None)
 
     def _request(self, body: dict[str, Any], started: float) -> Completion:
-        kwargs = {k: v for k, v in body.items() if k != "extra_body"}
-        if body["extra_body"]:
-            kwargs["extra_body"] = body["extra_body"]
+        # What goes on the wire: the fields, with extra_body merged in at the top (as openai's SDK sends it).
+        sent = {**{k: v for k, v in body.items() if k != "extra_body"}, **body["extra_body"]}
         attempts, url = 0, ""
 
         def attempt() -> Completion:
@@ -317,9 +308,8 @@ class ChatClient:
                 attempts += 1
                 url = chosen
                 try:
-                    completion = self._read(self._clients[url].chat.completions.create(**kwargs), url, attempts,
-                                            started)
-                except openai.RateLimitError:
+                    completion = self._read(self._endpoints[url].create(sent), url, attempts, started)
+                except RateLimitError:
                     self.limiter.throttled()  # a throttling endpoint is alive: not a failure in a row
                     raise
                 except Exception as exc:
@@ -343,19 +333,23 @@ class ChatClient:
 
     @staticmethod
     def _read(response: Any, url: str, attempts: int, started: float) -> Completion:
+        """The Completion in a chat completion's JSON; MalformedResponse if it is not one."""
         try:
-            choice = response.choices[0]
-            text = choice.message.content or ""
-            finish_reason = choice.finish_reason
-            tool_calls = [{"name": call.function.name, "arguments": call.function.arguments or ""}
-                          for call in choice.message.tool_calls or () if getattr(call, "function", None)]
+            choice = response["choices"][0]
+            message = choice["message"]
+            text = message.get("content") or ""
+            if not isinstance(text, str):
+                raise TypeError(text)
+            finish_reason = choice.get("finish_reason")
+            tool_calls = [{"name": call["function"]["name"], "arguments": call["function"].get("arguments") or ""}
+                          for call in message.get("tool_calls") or () if call.get("function")]
+            usage = response.get("usage") or {}
         except (AttributeError, IndexError, TypeError, KeyError):
             raise MalformedResponse(f"malformed chat completion: {str(response)[:200]!r}") from None
-        usage = getattr(response, "usage", None)
         return Completion(
             text=text,
-            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            prompt_tokens=usage.get("prompt_tokens") or 0,
+            completion_tokens=usage.get("completion_tokens") or 0,
             latency_s=time.monotonic() - started,
             attempts=attempts,
             base_url=url,

@@ -11,16 +11,15 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Callable
 
-import openai
-
 from apibank_bench.core import retry as core_retry
+from apibank_bench.llm.http import APIConnectionError, APIStatusError
 
 
 def is_retryable(exc: BaseException) -> bool:
     """Timeouts, connection errors, 408, 429 and 5xx are worth another try; other errors are not."""
-    if isinstance(exc, openai.APIConnectionError):  # APITimeoutError is a subclass
+    if isinstance(exc, APIConnectionError):  # APITimeoutError is a subclass
         return True
-    if isinstance(exc, openai.APIStatusError):
+    if isinstance(exc, APIStatusError):
         return exc.status_code in (408, 429) or exc.status_code >= 500
     return False
 
@@ -43,7 +42,7 @@ def retry_after(exc: BaseException | None) -> float:
 
 @dataclass(frozen=True)
 class RetryPolicy(core_retry.RetryPolicy):
-    """The suite's retry policy with the OpenAI client's errors. `call(fn)` runs fn under the policy."""
+    """The suite's retry policy with the chat endpoint's errors (http.py). `call(fn)` runs fn under the policy."""
 
     retryable: Callable[[BaseException], bool] = is_retryable
     hinted_wait: Callable[[BaseException | None], float] = retry_after

@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
-import openai
+from apibank_bench.llm.http import APIConnectionError, APIStatusError
 
 FAILURES_TO_EJECT = 3
 COOLDOWN_S = 5.0
@@ -51,9 +51,9 @@ ROUTINGS = ("load", "round_robin")
 
 def is_endpoint_failure(exc: BaseException) -> bool:
     """The endpoint, not the request, is at fault: no connection, a timeout, or a 5xx."""
-    if isinstance(exc, openai.APIConnectionError):  # APITimeoutError is one
+    if isinstance(exc, APIConnectionError):  # APITimeoutError is one
         return True
-    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
+    return isinstance(exc, APIStatusError) and exc.status_code >= 500
 
 
 @dataclass
