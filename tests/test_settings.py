@@ -210,3 +210,11 @@ def test_executors_are_listed_by_name_whichever_engine_was_imported_first():
             "print(','.join(EXECUTORS.names()))")
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert shown == "local,slurm"
+
+
+def test_run_turns_off_pytests_log_capture_unless_given_its_options():
+    parser = build_parser("run")
+    assert "no:logging" in pytest_args(parser.parse_args(["run"]))
+    for extra in (["--log-cli-level=DEBUG"], ["-o", "log_cli=true"], ["--show-capture", "log"]):
+        argv = pytest_args(parser.parse_args(["run", "--", *extra]))
+        assert "no:logging" not in argv and argv[-len(extra):] == extra, extra

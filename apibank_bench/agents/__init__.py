@@ -25,4 +25,18 @@ def build_solver(config: RunConfig, model=None) -> Solver:
     return build_topology(config, model)
 
 
-__all__ = ["Solution", "Solver", "build_solver", "gold_solver"]
+def import_solver_modules(config: RunConfig) -> None:
+    """Import now what `build_solver(config)` will import: LangGraph, for any model-driven topology.
+
+    `run` calls this before pytest starts. pytest rewrites the asserts of every module of a
+    distribution that ships a pytest plugin, and langsmith (which LangGraph imports through
+    langchain_core) is one; where bytecode is not written (PYTHONDONTWRITEBYTECODE, as on CI) that
+    rewrite is redone by every run, and an import before pytest skips it.
+    """
+    if not config.is_gold:
+        from apibank_bench.agents.topologies import graph
+
+        graph.import_langgraph()
+
+
+__all__ = ["Solution", "Solver", "build_solver", "gold_solver", "import_solver_modules"]

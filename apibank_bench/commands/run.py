@@ -54,12 +54,18 @@ def pytest_args(args) -> list[str]:
     if workers:
         argv += ["-n", str(workers)]
     argv += ["-q"] * getattr(args, "quiet", 0) + ["-v"] * getattr(args, "verbose", 0)
+    passed = list(getattr(args, "pytest_args", None) or [])
     for plugin in QUIET_PLUGINS:  # hypothesis's plugin alone imports all of hypothesis for its closing summary
         argv += ["-p", f"no:{plugin}"]
+    # pytest's log capture sets up and takes down handlers on the root logger around each test phase, for
+    # sections `run` never shows; with a team's threads running that costs about 0.3 s of a 100-instance
+    # run (benchmarks/bench_throughput.py). A run given pytest's own log options keeps it.
+    if not any(arg.startswith("--log") or arg.startswith("log_") or arg == "--show-capture" for arg in passed):
+        argv += ["-p", "no:logging"]
     # No `[ 45%]` column (the progress line counts), and no warning that modules imported before
     # pytest started (this command's own) cannot have their asserts rewritten.
     argv += ["-o", "console_output_style=classic", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
-    return argv + list(getattr(args, "pytest_args", None) or [])
+    return argv + passed
 
 
 class GivenSettings:
@@ -81,6 +87,28 @@ def check_before_start(cfg) -> None:
         model_config(cfg)  # an endpoint without a model name
 
 
+def warm_up_scoring(cfg, workers=None) -> None:
+    """Start loading, in the background, what scoring this run's answers may need (ToolSearcher's
+    embedding model), while LangGraph is imported and pytest starts, so that the first answers (a
+    latency after the first requests) are scored without waiting for it. Under `pytest bench_tests`
+    the plugin's scorer starts the same load; with xdist workers (-n) each loads its own."""
+    if cfg.is_gold or workers:
+        return
+    from apibank_bench.apis.search.model import use_cache_root
+    from apibank_bench.core.paths import require_root
+    from apibank_bench.data.manifests import select
+    from apibank_bench.data.tasks import get_tasks
+    from apibank_bench.scoring.scorer import Scorer
+
+    try:
+        root = require_root(cfg.root)
+        tasks = get_tasks(select(cfg.level, cfg.limit, cfg.offset, cfg.only or None), root)
+    except Exception:  # noqa: BLE001 - the run itself reports missing data, in its own words
+        return
+    use_cache_root(cfg.cache_root)
+    Scorer(root, cfg.toolsearcher_scorer).preload(tasks)
+
+
 def run_benchmark(args) -> int:
     cfg = run_settings(args)  # a bad value is one clear line (exit 2) before anything runs
     if args.summary:
@@ -91,6 +119,11 @@ def run_benchmark(args) -> int:
         return 0
     check_before_start(cfg)
     import pytest
+
+    from apibank_bench.agents import import_solver_modules
+
+    warm_up_scoring(cfg, settings.value_of(args, "workers"))
+    import_solver_modules(cfg)  # before pytest: see why there
 
     from apibank_bench.plugin.run_output import RunOutput
 

@@ -30,9 +30,17 @@ def ordered(turns: list[AgentTurn], round: int | None = None, role: str | None =
 Node = Callable[[State], dict[str, Any]]
 
 
+def import_langgraph():
+    """LangGraph's graph module, imported on first use: listing the topologies needs no LangGraph."""
+    import langgraph.graph
+
+    return langgraph.graph
+
+
 def graph_of(steps: list[list[tuple[str, Node]]]):
     """A graph running each step's nodes in parallel, step after step."""
-    from langgraph.graph import END, START, StateGraph  # here: listing the topologies needs no LangGraph
+    lg = import_langgraph()
+    END, START, StateGraph = lg.END, lg.START, lg.StateGraph
 
     graph = StateGraph(State)
     previous = [START]
