@@ -309,8 +309,8 @@ def test_catalog_embeds_once_across_threads(model, monkeypatch):
     texts = ["add alarm", "delete alarm", "book hotel"]
     catalog = Catalog([{"name": t} for t in texts], texts)
     seen = []
-    real = embedding.encode
-    monkeypatch.setattr(embedding, "encode", lambda text: seen.append(text) or real(text))
+    real = embedding.encode_catalog
+    monkeypatch.setattr(embedding, "encode_catalog", lambda texts: seen.extend(texts) or real(texts))
     results = []
     threads = [threading.Thread(target=lambda: results.append(catalog.best("wake me up at 7"))) for _ in range(4)]
     for thread in threads:
@@ -318,4 +318,4 @@ def test_catalog_embeds_once_across_threads(model, monkeypatch):
     for thread in threads:
         thread.join()
     assert results == [0] * 4
-    assert sorted(t for t in seen if t in texts) == sorted(texts)  # each text once
+    assert sorted(seen) == sorted(texts)  # each text once

@@ -59,7 +59,7 @@ class Catalog:
             if self._embeddings is None:
                 from apibank_bench.apis.search import model as embedding
 
-                self._embeddings = [embedding.encode(text) for text in self.texts]
+                self._embeddings = embedding.encode_catalog(self.texts)
                 self._units = _unit_rows(self._embeddings) if self.texts else None
             return self._embeddings
 

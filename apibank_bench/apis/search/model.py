@@ -34,6 +34,7 @@ from typing import Any
 from apibank_bench.apis.search.onnx_minilm import (  # noqa: F401 (the model's names live there)
     CHECK_ATOL, CHECK_FILE, FOLDER_NAME, INSTALL_HINT, MODEL_ID, ModelUnavailable, build_model_folder as _build,
 )
+from apibank_bench.apis.search.stored import KeywordMemo
 
 _LOCK = threading.Lock()  #: guards the text model
 _ST_LOCK = threading.Lock()  #: guards the SentenceTransformer (loading it does not hold up the numpy engine)
@@ -42,6 +43,8 @@ _SENTENCE_TRANSFORMER: Any = None
 
 
 _CACHE_ROOT: Path | None = None
+_FINGERPRINT: str | None = None  #: the engine's model_fingerprint (stored.py), once per process
+_KEYWORDS = KeywordMemo()  #: the engine's vectors of the texts searched so far
 
 
 def use_cache_root(cache_root: str | Path) -> None:
@@ -53,9 +56,13 @@ def use_cache_root(cache_root: str | Path) -> None:
 def cache_dir() -> Path:
     """Where the built model folder lives: under the `cache_dir` setting given to `use_cache_root`, else its
     default (the scorer builds this folder once per machine, outside any one run's options)."""
+    return _cache_root() / FOLDER_NAME
+
+
+def _cache_root() -> Path:
     from apibank_bench.core.settings import BY_NAME
 
-    return (_CACHE_ROOT or Path(BY_NAME["cache_dir"].default).expanduser()) / FOLDER_NAME
+    return _CACHE_ROOT or Path(BY_NAME["cache_dir"].default).expanduser()
 
 
 def get_model():
@@ -89,21 +96,50 @@ def _is_engine(model) -> bool:
 def encode(sentences):
     """What upstream's `model.encode(sentences)` gives, one call at a time.
 
-    A str goes to the numpy engine. Anything else, and a str its tokenizer rejects (a lone
-    surrogate), goes untouched to sentence-transformers, so that such input succeeds or fails
-    exactly as it does upstream.
+    A str goes to the numpy engine (the same str is embedded once per process). Anything else,
+    and a str its tokenizer rejects (a lone surrogate), goes untouched to sentence-transformers, so
+    that such input succeeds or fails exactly as it does upstream.
     """
     if isinstance(sentences, str):
         model = get_model()
         if _is_engine(model):
-            with _LOCK:
-                try:
-                    ids = model.token_ids(sentences)
-                except Exception:  # noqa: BLE001 - sentence-transformers raises its own error below
-                    ids = None
-                if ids is not None:
-                    return model.encode_ids(ids)
+            try:
+                return _KEYWORDS.get(sentences, lambda text: _engine_vector(model, text))
+            except _Rejected:
+                pass
     return encode_by_sentence_transformers(sentences)
+
+
+def encode_catalog(texts):
+    """`[encode(text) for text in texts]` for a catalog's fixed texts; with the numpy engine, stored under
+    the cache folder so that later runs read them (stored.py says when a stored file is used)."""
+    from apibank_bench.apis.search.stored import model_fingerprint, stored_vectors
+
+    model = get_model()
+    if _is_engine(model):
+        global _FINGERPRINT
+        try:
+            with _LOCK:
+                if _FINGERPRINT is None:
+                    _FINGERPRINT = model_fingerprint(model.folder)
+            return stored_vectors(_cache_root() / "embeddings", _FINGERPRINT, texts,
+                                  lambda text: _engine_vector(model, text))
+        except (_Rejected, OSError):  # a text for sentence-transformers, or a folder file gone: one at a time
+            pass
+    return [encode(text) for text in texts]
+
+
+class _Rejected(Exception):
+    """The engine's tokenizer rejects this text: sentence-transformers must say what becomes of it."""
+
+
+def _engine_vector(model, text: str):
+    with _LOCK:
+        try:
+            ids = model.token_ids(text)
+        except Exception:  # noqa: BLE001 - sentence-transformers raises its own error (encode's fallback)
+            raise _Rejected(text) from None
+        return model.encode_ids(ids)
 
 
 def encode_by_sentence_transformers(sentences):
