@@ -70,6 +70,7 @@ class Agents:
         self.prompts_dir = prompts_dir
         self.message_format = message_format
         self.team_size = team_size
+        self._grammars: dict[str, dict] = {}  #: task ID -> its grammar field (every agent of a team asks alike)
 
     def ask(self, task: Task, role: str, context: str = "", *, index: int = 0, round: int = 0) -> AgentTurn:
         """One agent's answer on the whole task (plus `context` from its team); a model error is
@@ -78,8 +79,7 @@ class Agents:
         Each agent samples with its own seed, the reference's (`seeds.agent_seed`), so a
         team is not N copies of one cached answer.
         """
-        config = self.model.config
-        extra = call_extra_body(visible_schemas(task), config.server_kind) if config.use_grammar else None
+        extra = self.grammar(task) if self.model.config.use_grammar else None
         turn = AgentTurn(role=role, messages=self.messages(task, role, context), round=round, index=index)
         try:
             completion = self.model.complete(turn.messages, extra_body=extra, seed=self.seed(index, round))
@@ -87,6 +87,12 @@ class Agents:
             completion = exc.completion
             turn.error = str(exc)
         return self.answered(turn, completion, completion.text or "")
+
+    def grammar(self, task: Task) -> dict:
+        """The request field that constrains an answer to one call of `task`'s visible APIs, built once per task."""
+        if task.combined_id not in self._grammars:
+            self._grammars[task.combined_id] = call_extra_body(visible_schemas(task), self.model.config.server_kind)
+        return self._grammars[task.combined_id]
 
     def messages(self, task: Task, role: str, context: str) -> list[dict[str, str]]:
         return [{"role": "system", "content": role_prompt(self.topology, role, self.prompts_dir)},
