@@ -82,6 +82,38 @@ def test_a_stopped_pool_reports_the_instances_it_never_started(apibank_root):
         pool.close()
 
 
+def test_a_pool_that_stops_while_instances_are_queued_keeps_what_started(apibank_root):
+    """The breaker may trip on the first answers while `start` is still queueing (a fast endpoint failing
+    every request): start returns, the started instance finishes, the rest report RunStopped."""
+    entered, gate, scorer = threading.Event(), threading.Event(), SlowFirstScoring()
+    scorer.release.set()
+
+    def solver(task):
+        entered.set()
+        assert gate.wait(WAIT)
+        return Solution(answer="[GetToday()]")
+
+    pool = InstancePool(get_task, solver, scorer, concurrency=1)
+
+    def ids():  # the pool stops while start() is still queueing, as a tripping breaker does
+        yield IDS[0]
+        assert entered.wait(WAIT)
+        yield IDS[1]
+        pool.stop("the breaker tripped")
+        yield from IDS[2:]
+
+    try:
+        pool.start(ids())  # no exception: the fixture that starts the pool must not fail every test
+        gate.set()
+        assert pool.result(IDS[0]).correct
+        for task_id in IDS[1:]:  # IDS[1] queued and cancelled, the rest never queued
+            with pytest.raises(RunStopped, match="the breaker tripped"):
+                pool.result(task_id)
+    finally:
+        gate.set()
+        pool.close()
+
+
 def test_the_embedding_model_is_preloaded_only_when_the_selection_can_need_it(apibank_root, monkeypatch):
     import apibank_bench.scoring.scorer as scoring
 

@@ -178,8 +178,13 @@ class InstancePool:
         self.stopped: str | None = None  #: why the pool stopped, once it has
 
     def start(self, ids: Iterable[str]) -> None:
-        for task_id in ids:
-            self._submit(task_id)
+        """Queue `ids` in order. If the pool stops meanwhile (the breaker trips on the first answers), the rest
+        stay unqueued: each of their tests then gets RunStopped, and what finished is kept."""
+        try:
+            for task_id in ids:
+                self._submit(task_id)
+        except RunStopped:
+            pass
 
     def _submit(self, task_id: str) -> Future:
         with self._lock:
