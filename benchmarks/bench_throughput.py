@@ -72,7 +72,6 @@ def main() -> int:
     rows = []
     with OpenAIStub(default=mixed, hold=args.latency, owned_by="vllm") as stub, \
             tempfile.TemporaryDirectory() as tmp:
-        stub._server.request_queue_size = 256
         gold_wall = None
         for label, flags, steps in SHAPES:
             argv = [sys.executable, "-m", "apibank_bench", "run", "--limit", str(args.limit), "--no-cache",

@@ -118,6 +118,10 @@ def completion_body(text: str, model: str = "stub-model", prompt_tokens: int = 1
     }
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # a burst of new connections (a team's requests at once) is not refused
+
+
 class OpenAIStub:
     def __init__(self, *replies: Reply, default: Reply | Callable[[dict], Reply] = Reply(), hold: float = 0.0,
                  dead_after: int | None = None, owned_by: str | None = None, port: int = 0):
@@ -253,7 +257,7 @@ class OpenAIStub:
                     with stub._lock:
                         stub.active -= 1
 
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        server = _Server(("127.0.0.1", self.port), Handler)
         server.daemon_threads = True
         server.block_on_close = False
         self._server = server

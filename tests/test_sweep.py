@@ -244,6 +244,8 @@ def test_on_a_terminal_the_progress_line_is_redrawn_in_place_and_never_tangled_w
         tmp_path, monkeypatch):
     screen = Terminal()
     monkeypatch.setattr(sys, "stdout", screen)
+    # Wide enough that the line is never cut (its length varies: an ETA shows once rows are written).
+    monkeypatch.setenv("COLUMNS", "240")
     assert sweep(tmp_path / "sweep", "--topology", "single", "--team-size", "2,4", "--model", "gold",
                  "--limit", "2", "--cache-dir", str(tmp_path / "cache")) == 0
     *drawn, after = screen.getvalue().split(ERASE)
