@@ -87,28 +87,6 @@ def check_before_start(cfg) -> None:
         model_config(cfg)  # an endpoint without a model name
 
 
-def warm_up_scoring(cfg, workers=None) -> None:
-    """Start loading, in the background, what scoring this run's answers may need (ToolSearcher's
-    embedding model), while LangGraph is imported and pytest starts, so that the first answers (a
-    latency after the first requests) are scored without waiting for it. Under `pytest bench_tests`
-    the plugin's scorer starts the same load; with xdist workers (-n) each loads its own."""
-    if cfg.is_gold or workers:
-        return
-    from apibank_bench.apis.search.model import use_cache_root
-    from apibank_bench.core.paths import require_root
-    from apibank_bench.data.manifests import select
-    from apibank_bench.data.tasks import get_tasks
-    from apibank_bench.scoring.scorer import Scorer
-
-    try:
-        root = require_root(cfg.root)
-        tasks = get_tasks(select(cfg.level, cfg.limit, cfg.offset, cfg.only or None), root)
-    except Exception:  # noqa: BLE001 - the run itself reports missing data, in its own words
-        return
-    use_cache_root(cfg.cache_root)
-    Scorer(root, cfg.toolsearcher_scorer).preload(tasks)
-
-
 def run_benchmark(args) -> int:
     cfg = run_settings(args)  # a bad value is one clear line (exit 2) before anything runs
     if args.summary:
@@ -122,7 +100,6 @@ def run_benchmark(args) -> int:
 
     from apibank_bench.agents import import_solver_modules
 
-    warm_up_scoring(cfg, settings.value_of(args, "workers"))
     import_solver_modules(cfg)  # before pytest: see why there
 
     from apibank_bench.plugin.run_output import RunOutput
