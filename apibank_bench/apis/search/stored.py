@@ -4,9 +4,10 @@ A catalog's texts (an API set's descriptions, or the recorded ToolSearcher outpu
 and the numpy engine computes the same float32 vectors for them on every run: about 0.6 s of
 CPU for the eval set's two catalogs, taken from the run's requests (they share the GIL). So the
 vectors are written once, as `.npy`, under the cache folder, in a file named by what decides
-them: the bytes of every file the engine reads from the model folder, `ENGINE_REVISION`,
-numpy's version and the texts. A file that is missing, unreadable or of the wrong shape is
-computed again; nothing is stored when the folder cannot be written.
+them: the bytes of every file the engine reads from the model folder, of the engine's own
+source (minilm.py: a change to its arithmetic is a new engine), numpy's version and the texts.
+A file that is missing, unreadable or of the wrong shape is computed again; nothing is stored
+when the folder cannot be written.
 
 Keywords differ per answer, so they are not stored; within one process the same keywords
 (a team's agents often search alike) are embedded once.
@@ -22,8 +23,6 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-#: Bump when minilm.py's arithmetic changes: stored vectors of an earlier engine are then not used.
-ENGINE_REVISION = 1
 #: The model folder's files the numpy engine reads (minilm.MiniLM).
 ENGINE_FILES = ("modules.json", "1_Pooling/config.json", "sentence_bert_config.json", "config.json",
                 "model.safetensors", "tokenizer.json")
@@ -34,7 +33,10 @@ def model_fingerprint(folder: Path) -> str:
     """What the engine's vectors depend on besides the texts."""
     import numpy as np
 
-    digest = hashlib.sha256(f"minilm-numpy {ENGINE_REVISION} numpy {np.__version__}\n".encode())
+    from apibank_bench.apis.search import minilm
+
+    digest = hashlib.sha256(f"numpy {np.__version__}\n".encode())
+    digest.update(hashlib.sha256(Path(minilm.__file__).read_bytes()).digest())
     for name in ENGINE_FILES:
         digest.update(f"{name}\n".encode())
         digest.update(hashlib.sha256((folder / name).read_bytes()).digest())
