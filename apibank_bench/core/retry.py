@@ -3,7 +3,7 @@
 Bounded attempts (`max_retries` retries after the first try), exponential backoff with
 jitter, a server's hint (Retry-After) honoured up to the same cap, and only errors the
 caller's `retryable` accepts are tried again. The `sleep` is injectable so tests never wait.
-Each layer supplies what its errors look like (llm/retry.py: the OpenAI client's; data/lock.py: urllib's).
+Each layer supplies what its errors look like (llm/retry.py: the chat endpoint's; data/lock.py: urllib's).
 """
 
 from __future__ import annotations
