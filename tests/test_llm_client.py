@@ -11,7 +11,7 @@ import pytest
 from apibank_bench.llm import ChatClient, ModelConfig, ModelError, RetryPolicy
 from apibank_bench.llm.http import APIConnectionError
 from apibank_bench.llm.limit import AdaptiveLimit
-from openai_stub import OpenAIStub, correct, error, malformed, slow, wrong
+from openai_stub import OpenAIStub, Reply, correct, error, malformed, slow, wrong
 
 MESSAGES = [{"role": "system", "content": "You call APIs."}, {"role": "user", "content": "What day is it?"}]
 
@@ -307,3 +307,37 @@ def test_the_policy_is_usable_on_its_own():
     assert len(calls) == 2
     with pytest.raises(KeyError):  # not a retryable error: raised at once
         RetryPolicy(sleep=waits.append).call(lambda: {}["x"])
+
+
+@pytest.mark.parametrize("usage", [None, "n/a", {"prompt_tokens": "12", "completion_tokens": None}, [1, 2]],
+                         ids=["absent", "a-string", "not-numbers", "a-list"])
+def test_an_answer_without_readable_usage_is_an_answer_with_no_tokens(stub, usage):
+    body = {"choices": [{"message": {"role": "assistant", "content": "[GetToday()]"}, "finish_reason": "stop"}]}
+    if usage is not None:
+        body["usage"] = usage
+    stub.push(Reply(raw=json.dumps(body).encode(), headers={"Content-Type": "application/json"}))
+    out = make_client(stub.url).complete(MESSAGES)
+    assert (out.text, out.error, out.prompt_tokens, out.completion_tokens) == ("[GetToday()]", None, 0, 0)
+
+
+@pytest.mark.parametrize("body", [{"choices": []}, {"choices": [{"message": {"content": 5}}]}, {"error": "x"}, [1]],
+                         ids=["no-choice", "content-not-text", "no-choices", "a-list"])
+def test_json_that_is_not_a_chat_completion_is_an_error_without_retry(stub, body):
+    stub.push(Reply(raw=json.dumps(body).encode(), headers={"Content-Type": "application/json"}), correct())
+    with pytest.raises(ModelError, match="malformed chat completion"):
+        make_client(stub.url).complete(MESSAGES)
+    assert len(stub.chat_requests) == 1
+
+
+def test_the_body_on_the_wire_is_the_one_the_openai_sdk_sends(stub):
+    """What the reference's SDK client would send for the same request, field for field."""
+    import openai
+
+    client = make_client(stub.url, server_kind="vllm", extra_body={"top_k": 20})
+    body = client.request_body(MESSAGES, seed=7, extra_body={"guided_grammar": "root ::= \"[\""})
+    client.complete(MESSAGES, seed=7, extra_body={"guided_grammar": "root ::= \"[\""})
+    fields = {key: value for key, value in body.items() if key != "extra_body"}
+    openai.OpenAI(base_url=stub.url, api_key="test", max_retries=0).chat.completions.create(
+        **fields, extra_body=body["extra_body"])
+    ours, sdk = stub.chat_requests
+    assert ours == sdk and ours["repetition_penalty"] == 1.05 and ours["top_k"] == 20 and ours["seed"] == 7

@@ -121,6 +121,11 @@ def _sendable(value: Any) -> Any:
     return value
 
 
+def _count(value: Any) -> int:
+    """A token count as reported, or 0 when it is missing or not a count."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
 def describe_error(exc: BaseException, secrets: Sequence[str | None] = ()) -> str:
     """One line for a failed request, without the key (an endpoint may echo it) or URL credentials."""
     status = getattr(exc, "status_code", None)
@@ -343,13 +348,14 @@ class ChatClient:
             finish_reason = choice.get("finish_reason")
             tool_calls = [{"name": call["function"]["name"], "arguments": call["function"].get("arguments") or ""}
                           for call in message.get("tool_calls") or () if call.get("function")]
-            usage = response.get("usage") or {}
+            usage = response.get("usage")
         except (AttributeError, IndexError, TypeError, KeyError):
             raise MalformedResponse(f"malformed chat completion: {str(response)[:200]!r}") from None
+        usage = usage if isinstance(usage, dict) else {}  # usage is optional: a server may leave it out
         return Completion(
             text=text,
-            prompt_tokens=usage.get("prompt_tokens") or 0,
-            completion_tokens=usage.get("completion_tokens") or 0,
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            completion_tokens=_count(usage.get("completion_tokens")),
             latency_s=time.monotonic() - started,
             attempts=attempts,
             base_url=url,
