@@ -41,6 +41,7 @@ class Writer:
         self.started = time.time()
         self.started_at = now()
         self.seen: set[tuple[str, int]] = set()  #: (instance, epoch) keys written
+        self.written_nodes: set[str] = set()  #: test IDs whose report's line was taken
         self.done = self.correct = self.errors = self.cache_hits = 0
         self.error_reasons: Counter[str] = Counter()
         self.last_progress = time.monotonic()
@@ -115,8 +116,13 @@ class Writer:
     # -- rows ----------------------------------------------------------------------------
 
     def pytest_runtest_logreport(self, report) -> None:
+        # The line is recorded in the setup phase, so the call's and teardown's reports carry it too: the
+        # first report of a test that carries it is written (reading it again would cost as much each time).
+        if report.nodeid in self.written_nodes:
+            return
         payloads = [json.loads(value) for key, value in report.user_properties if key == USER_PROPERTY]
         if payloads:
+            self.written_nodes.add(report.nodeid)
             self.add(payloads[0])
 
     @pytest.hookimpl(optionalhook=True)
