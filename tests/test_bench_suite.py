@@ -29,9 +29,11 @@ def bench(out_dir: Path, *args: str, env: dict | None = None, wait: bool = True)
     command = [sys.executable, "-m", "pytest", str(PROJECT_ROOT / "bench_tests"), "-q", "-p", "no:cacheprovider",
                "--apibank-out-dir", str(out_dir), *args]
     full_env = {**os.environ, **(env or {})}
-    if not wait:
+    if not wait:  # a run to interrupt: Ctrl-C must reach it even if this suite was started with SIGINT
+        # ignored (a shell's background job, `cmd &`, has it ignored, and a child inherits that)
         return subprocess.Popen(command, cwd=PROJECT_ROOT, env=full_env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     return subprocess.run(command, cwd=PROJECT_ROOT, env=full_env, capture_output=True, text=True, timeout=600)
 
 
