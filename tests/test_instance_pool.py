@@ -59,7 +59,8 @@ def test_instances_keep_starting_while_a_scoring_is_slow(apibank_root):
         pool.close()
 
 
-def test_a_stopped_pool_reports_the_instances_it_never_started(apibank_root):
+def gated_pool() -> tuple[InstancePool, threading.Event, threading.Event]:
+    """A pool of one instance in flight whose solver signals `entered`, then waits for `gate`."""
     entered, gate, scorer = threading.Event(), threading.Event(), SlowFirstScoring()
     scorer.release.set()
 
@@ -68,7 +69,11 @@ def test_a_stopped_pool_reports_the_instances_it_never_started(apibank_root):
         assert gate.wait(WAIT)
         return Solution(answer="[GetToday()]")
 
-    pool = InstancePool(get_task, solver, scorer, concurrency=1)
+    return InstancePool(get_task, solver, scorer, concurrency=1), entered, gate
+
+
+def test_a_stopped_pool_reports_the_instances_it_never_started(apibank_root):
+    pool, entered, gate = gated_pool()
     try:
         pool.start(IDS[:2])
         assert entered.wait(WAIT)  # the first is running, the second still queued
@@ -85,15 +90,7 @@ def test_a_stopped_pool_reports_the_instances_it_never_started(apibank_root):
 def test_a_pool_that_stops_while_instances_are_queued_keeps_what_started(apibank_root):
     """The breaker may trip on the first answers while `start` is still queueing (a fast endpoint failing
     every request): start returns, the started instance finishes, the rest report RunStopped."""
-    entered, gate, scorer = threading.Event(), threading.Event(), SlowFirstScoring()
-    scorer.release.set()
-
-    def solver(task):
-        entered.set()
-        assert gate.wait(WAIT)
-        return Solution(answer="[GetToday()]")
-
-    pool = InstancePool(get_task, solver, scorer, concurrency=1)
+    pool, entered, gate = gated_pool()
 
     def ids():  # the pool stops while start() is still queueing, as a tripping breaker does
         yield IDS[0]
