@@ -7,15 +7,14 @@ duplicates, when the run ends or is resumed.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import threading
-import uuid
 from pathlib import Path
 from typing import Any, Iterable
 
+from apibank_bench.core.files import write_atomic  # noqa: F401 (the run layer's writers import it from here)
 from apibank_bench.core.text import SURROGATES
 from apibank_bench.runs.epochs import row_key, split_case
 from apibank_bench.runs.row import ResultRow
@@ -143,26 +142,6 @@ class RunFiles:
 def trace_name(task_id: str, epoch: int = 0) -> str:
     """A file name for a task ID (IDs contain `::`) and epoch (epoch 0 keeps the plain name)."""
     return task_id.replace("::", "__").replace("/", "_") + (f"__epoch{epoch}" if epoch else "") + ".json"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` so that a reader sees the old file or the new one, never a part.
-
-    The temporary file has a name of its own (not just this process's ID, which another node
-    on a shared file system may also have) and is on disk before the rename.
-    """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # made with the usual permissions
-    try:
-        with open(tmp, "x", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def finished_ids(out_dir: Path) -> set[str]:

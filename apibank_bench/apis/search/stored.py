@@ -16,12 +16,13 @@ Keywords differ per answer, so they are not stored; within one process the same 
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
+import io
 import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Sequence
+
+from apibank_bench.core.files import write_atomic
 
 #: The model folder's files the numpy engine reads (minilm.MiniLM).
 ENGINE_FILES = ("modules.json", "1_Pooling/config.json", "sentence_bert_config.json", "config.json",
@@ -69,12 +70,11 @@ def _write(path: Path, rows) -> None:
     """Write atomically (a concurrent run reads the whole file or none); a folder we cannot write is fine."""
     import numpy as np
 
+    data = io.BytesIO()
+    np.save(data, rows, allow_pickle=False)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".npy.tmp")
-        with os.fdopen(handle, "wb") as out:
-            np.save(out, rows, allow_pickle=False)
-        os.replace(temporary, path)
+        write_atomic(path, data.getvalue())
     except OSError:
         pass
 
