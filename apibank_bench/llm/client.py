@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 from apibank_bench.core.redact import redact
 from apibank_bench.llm.cache import ResponseCache, request_key
 from apibank_bench.llm.config import ModelConfig
-from apibank_bench.llm.http import ChatEndpoint, RateLimitError
+from apibank_bench.llm.http import ChatEndpoint, MalformedResponse, RateLimitError
 from apibank_bench.llm.limit import AdaptiveLimit
 from apibank_bench.core.text import SURROGATES
 from apibank_bench.llm.retry import RetryPolicy, is_retryable
@@ -57,10 +57,6 @@ class ModelError(Exception):
     def __init__(self, message: str, completion: Completion):
         super().__init__(message)
         self.completion = completion
-
-
-class MalformedResponse(Exception):
-    """The server answered 200 but not with a chat completion (not retried)."""
 
 
 @dataclass

@@ -92,7 +92,7 @@ class ChatEndpoint:
                                   limits=httpx2.Limits(max_connections=None, max_keepalive_connections=connections))
 
     def create(self, body: dict[str, Any]) -> Any:
-        """POST one chat request; the parsed JSON answer of a 2xx (MalformedBody if it is not JSON)."""
+        """POST one chat request; the parsed JSON answer of a 2xx (MalformedResponse if it is not JSON)."""
         try:
             response = self._http.post(self.url, json=body, headers=self._headers)
         except httpx2.TimeoutException:
@@ -104,11 +104,8 @@ class ChatEndpoint:
         try:
             return response.json()
         except ValueError:
-            raise MalformedBody(f"not JSON: {response.text[:200]!r}") from None
-
-    def close(self) -> None:
-        self._http.close()
+            raise MalformedResponse(f"malformed chat completion: not JSON: {response.text[:200]!r}") from None
 
 
-class MalformedBody(ValueError):
-    """A 2xx answer that is not JSON."""
+class MalformedResponse(Exception):
+    """The server answered 2xx but not with a chat completion (not retried)."""
