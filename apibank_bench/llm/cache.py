@@ -17,11 +17,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import threading
 import warnings
 from pathlib import Path
 from typing import Any
+
+from apibank_bench.core.files import write_atomic
 
 _warned = threading.Event()
 
@@ -83,17 +84,5 @@ class ResponseCache:
     def _write(self, key: str, entry: dict[str, Any]) -> None:
         target = self.path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:12]}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                # ASCII escapes: a lone surrogate in an answer cannot be written as UTF-8.
-                json.dump({**entry, "key": key}, f, ensure_ascii=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        # ASCII escapes: a lone surrogate in an answer cannot be written as UTF-8.
+        write_atomic(target, json.dumps({**entry, "key": key}, ensure_ascii=True))
