@@ -341,3 +341,68 @@ def test_the_body_on_the_wire_is_the_one_the_openai_sdk_sends(stub):
         **fields, extra_body=body["extra_body"])
     ours, sdk = stub.chat_requests
     assert ours == sdk and ours["repetition_penalty"] == 1.05 and ours["top_k"] == 20 and ours["seed"] == 7
+
+
+def test_a_redirect_is_an_error_and_is_not_followed(stub):
+    """As with the SDK's client: a 3xx is the answer; the chat request is not sent on to the Location."""
+    with OpenAIStub() as elsewhere:
+        stub.push(error(302, headers={"Location": elsewhere.url + "/chat/completions"}))
+        with pytest.raises(ModelError) as info:  # (urllib alone would follow a 302 with a GET)
+            make_client(stub.url, max_retries=0).complete(MESSAGES)
+        assert "Error code: 302" in info.value.completion.error
+        assert elsewhere.requests == []
+
+
+class _RecordingProxy:
+    """A forward HTTP proxy on 127.0.0.1 that passes each request on and remembers the target it was asked for."""
+
+    def __init__(self) -> None:
+        import http.server
+        import urllib.request
+
+        self.targets: list[str] = []
+        proxy = self
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                proxy.targets.append(self.path)  # a proxy is asked for the absolute URL
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                forwarded = urllib.request.Request(self.path, data=body, method="POST",
+                                                   headers={"Content-Type": "application/json"})
+                with direct.open(forwarded, timeout=5) as answer:
+                    payload = answer.read()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args):
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.mark.parametrize("bypass", [False, True])
+def test_requests_go_through_the_proxy_the_environment_names(stub, monkeypatch, bypass):
+    """HTTP_PROXY is honoured and NO_PROXY exempts a host, as in every other urllib request of the suite."""
+    proxy = _RecordingProxy()
+    try:
+        for name in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("http_proxy", proxy.url)
+        if bypass:
+            monkeypatch.setenv("no_proxy", "127.0.0.1")
+        stub.push(correct("[GetToday()]"))
+        assert make_client(stub.url).complete(MESSAGES).text == "[GetToday()]"
+        assert proxy.targets == ([] if bypass else [stub.url + "/chat/completions"])
+        assert len(stub.chat_requests) == 1
+    finally:
+        proxy.close()

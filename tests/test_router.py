@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import socket
 
-import httpx2
 import pytest
 
 from apibank_bench.llm import router as router_module
-from apibank_bench.llm.http import APIConnectionError, BadRequestError
+from apibank_bench.llm.http import APIConnectionError, BadRequestError, ErrorAnswer
 from apibank_bench.llm.router import Router, merge_snapshots
 from openai_stub import OpenAIStub
 from test_run_reliability import mixed, run_command
@@ -88,7 +87,7 @@ def test_an_endpoint_that_keeps_failing_is_out_for_a_cooldown_then_tried_again()
 def test_a_request_error_that_is_not_the_endpoints_fault_does_not_take_it_out():
     clock = Clock()
     router = Router(["http://a", "http://b"], clock=clock)
-    bad_request = BadRequestError("no", response=httpx2.Response(400, request=httpx2.Request("POST", "http://a")))
+    bad_request = BadRequestError("no", response=ErrorAnswer(400, {}, "no"))
     for _ in range(router_module.FAILURES_TO_EJECT + 2):
         fail(router, bad_request, avoid="http://b")
     assert router.snapshot()["http://a"]["ejections"] == 0

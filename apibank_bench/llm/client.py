@@ -167,7 +167,7 @@ class ChatClient:
         self._in_flight_lock = threading.Lock()
         self.stats = UsageStats()
         self.cache = ResponseCache(config.cache_dir) if config.cache_dir is not None else None
-        self._endpoints = {url: ChatEndpoint(url, config.api_key or NO_KEY, config.timeout, config.max_in_flight)
+        self._endpoints = {url: ChatEndpoint(url, config.api_key or NO_KEY, config.timeout)
                            for url in config.base_urls}
         self.router = Router(config.base_urls, config.routing)
 
