@@ -4,8 +4,10 @@ import hashlib
 import json
 
 from apibank_bench.data import manifests
+from hypothesis import example, given, settings, strategies as st
+
 from apibank_bench.runs.results import (MAX_STORED_CHARS, PREDICTIONS, RESULTS, TRACES, RunFiles, cap_strings,
-                                   read_jsonl, read_rows, records, to_json, trace_name)
+                                   capped_json, read_jsonl, read_rows, records, to_json, trace_name)
 from apibank_bench.runs.row import ResultRow
 from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.scoring.stage import Stage
@@ -68,6 +70,22 @@ def test_cap_leaves_short_values_alone():
     assert cap_strings(value) == value
     assert cap_strings({"a": ["abcdef"]}, limit=3) == {"a": ["abc"], "a_truncated": {
         "0": {"length": 6, "sha256": hashlib.sha256(b"abcdef").hexdigest()}}}
+
+
+#: JSON-like values with strings around a small cap: short, at it, past it, with escapes and surrogates.
+_TEXT = st.text(st.sampled_from("ab\"\\\n\u00e9\ud800\U0001f600"), max_size=12)
+_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | _TEXT,
+                       lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=4),
+                       max_leaves=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_VALUES, limit=st.integers(1, 12))
+@example(value="abcd", limit=3)  # the whole JSON is the limit + 3 characters, and the string is past it
+@example(value={"k": ["\n\n"]}, limit=1)
+def test_capped_json_is_the_json_of_the_capped_value(value, limit):
+    """The shortcut (no walk when the whole JSON fits the cap) never changes what is written."""
+    assert capped_json(value, limit) == to_json(cap_strings(value, limit))
 
 
 def test_resume_drops_a_torn_last_line_before_appending(tmp_path):

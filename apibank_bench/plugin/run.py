@@ -12,7 +12,7 @@ from apibank_bench.core import settings
 from apibank_bench.data.manifests import select
 from apibank_bench.plugin.keys import COMMAND_OUTPUT, CONFIG, IDS, RESULT, USER_PROPERTY
 from apibank_bench.runs.epochs import run_cases, split_case
-from apibank_bench.runs.results import cap_strings, finished_keys, to_json
+from apibank_bench.runs.results import capped_json, finished_keys
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench_tests"
 #: The `workerinput` key under which the controller hands each xdist worker the run's settings.
@@ -140,7 +140,7 @@ def my_instances(session) -> list[str]:
 def record(item, payload: dict) -> None:
     """Attach one instance's lines to its test report (JSON text travels through xdist)."""
     item.stash[RESULT] = payload["result"]
-    item.user_properties.append((USER_PROPERTY, to_json(cap_strings(payload))))  # a 10 MB answer travels cut
+    item.user_properties.append((USER_PROPERTY, capped_json(payload)))  # a 10 MB answer travels cut
 
 
 def quiet_tests(config) -> bool:
