@@ -229,12 +229,24 @@ class OpenAIStub:
                     stub.active += 1
                     stub.max_concurrent = max(stub.max_concurrent, stub.active)
                     dying = stub.dead_after is not None and len(stub.requests) > stub.dead_after
+                done: list[bool] = []
+
+                def answered() -> None:
+                    """The request stops counting as in flight before its answer is written: once the client
+                    has the answer it may send the next one, and that one must not find this one counted."""
+                    if not done:
+                        done.append(True)
+                        with stub._lock:
+                            stub.active -= 1
+
                 try:
                     if dying:
                         stub.kill()
+                        answered()
                         return self._reset()
                     reply = stub._next_reply(body)
                     time.sleep(stub.hold + reply.delay)
+                    answered()
                     if reply.reset:
                         return self._reset()
                     if reply.echo_key:
@@ -254,8 +266,7 @@ class OpenAIStub:
                         return self._cut(payload)
                     self._send(reply.status, payload, reply.headers)
                 finally:
-                    with stub._lock:
-                        stub.active -= 1
+                    answered()
 
         server = _Server(("127.0.0.1", self.port), Handler)
         server.daemon_threads = True

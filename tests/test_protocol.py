@@ -258,3 +258,14 @@ def test_team_protocol_is_a_sweep_axis():
     from apibank_bench.runs.sweep import axes_of
 
     assert axes_of({"team_protocol": "topology,replicas"}) == {"team_protocol": ["topology", "replicas"]}
+
+
+@pytest.mark.parametrize("topology", ["decentralized", "independent"])
+def test_every_agent_of_a_wide_step_asks_with_its_epochs_seed(vllm, task, topology):
+    """A step's agents run on other threads than the instance's; the epoch (a context variable) goes with them."""
+    from apibank_bench.agents.chat_agent import EPOCH_SEED_STRIDE, solving_epoch
+
+    with solving_epoch(2):
+        _, bodies = run(vllm, task, topology=topology, team_size=4, rounds=2)
+    assert sorted(body["seed"] for body in bodies) == sorted(
+        2 * EPOCH_SEED_STRIDE + want.seed for want in reference_requests(topology, 4, 2, "topology"))
