@@ -73,13 +73,12 @@ def graph_of(steps: list[list[tuple[str, Node]]]):
 
 def step_node(agents: list[Node]) -> Node:
     """One node running a step's agents at once: the first on the calling thread, the others on the
-    shared agent threads, each in a copy of the caller's context (an instance's epoch and stop scope
-    are context variables, llm.stop).
+    shared agent threads, each in a copy of the caller's context (an instance's epoch and its stop
+    scope are context variables: chat_agent.solving_epoch, llm.stop).
 
     Not one LangGraph node per agent: LangGraph runs a superstep of several nodes on a thread pool it
-    starts and stops for every invoke, and for a debate (N=4 R=2) those pools cost 0.85 s of CPU and
-    0.4 s of a 100-instance run's wall time (benchmarks/bench_throughput.py); a step of one node it
-    runs on the calling thread."""
+    starts and stops for every invoke, which cost a 100-instance debate run (N=4 R=2, the shapes of
+    benchmarks/bench_throughput.py) 0.6 s of CPU; a step of one node it runs on the calling thread."""
     if len(agents) == 1:
         return agents[0]
 
