@@ -55,3 +55,21 @@ def test_a_light_command_imports_no_model_layer_and_no_optimizer(argv, folders):
     assert "apibank_bench.cli" in imported  # the trace did record the command's imports
     heavy = [name for name in imported if HEAVY.match(name)]
     assert not heavy, f"`apibank-bench {' '.join(argv)}` imported {heavy[:6]}"
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+def test_run_imports_langgraph_with_the_collector_as_it_found_it_and_its_objects_frozen(collecting):
+    script = f"""
+import gc, sys
+from apibank_bench.agents import import_solver_modules
+from apibank_bench.core.settings import RunConfig
+import_solver_modules(RunConfig(model="gold"))
+assert "langgraph" not in sys.modules and gc.get_freeze_count() == 0
+{"" if collecting else "gc.disable()"}
+import_solver_modules(RunConfig(model="stub"))
+assert "langgraph.graph" in sys.modules
+assert gc.isenabled() is {collecting}, gc.isenabled()
+assert gc.get_freeze_count() > 50_000, gc.get_freeze_count()
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
