@@ -40,7 +40,7 @@ LEDGER_WRITER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from apibank_bench.runs.jobs import Ledger
-    from apibank_bench.runs.results import write_atomic
+    from apibank_bench.core.files import write_atomic
     folder, me, each, go = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
     while not go.exists():
         time.sleep(0.01)

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from apibank_bench.core.progress import ProgressLine
-from apibank_bench.runs.results import to_json, write_atomic
+from apibank_bench.core.files import write_atomic
+from apibank_bench.runs.results import to_json
 
 #: Fields of a record that add to the run's totals.
 _COUNTED = ("requests", "cache_hits", "prompt_tokens", "completion_tokens")

@@ -26,7 +26,8 @@ from apibank_bench.core.settings import flag
 from apibank_bench.plugin.run import bench_requested, is_worker, run_config
 from apibank_bench.reports.compare import (Run, compare_pair, format_p, load_run, mismatches, paired_lines,
                                           significantly_worse)
-from apibank_bench.runs.results import SUMMARY, write_atomic
+from apibank_bench.core.files import write_atomic
+from apibank_bench.runs.results import SUMMARY
 
 #: What a baseline must share with the run (of compare's MUST_AGREE: the rules of `compare.pair`;
 #: the selection may differ).

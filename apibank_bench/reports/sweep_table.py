@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 from typing import Mapping
 
-from apibank_bench.runs.results import write_atomic
+from apibank_bench.core.files import write_atomic
 from apibank_bench.runs.sweep import Cell, status
 
 SWEEP_CSV, SWEEP_MD, SEEDS_CSV = "sweep.csv", "sweep.md", "sweep_seeds.csv"

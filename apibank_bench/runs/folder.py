@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from apibank_bench.core import settings
-from apibank_bench.runs.results import RECORD, SUMMARY, read_rows, read_summary, write_atomic
+from apibank_bench.core.files import write_atomic
+from apibank_bench.runs.results import RECORD, SUMMARY, read_rows, read_summary
 
 
 

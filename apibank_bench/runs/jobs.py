@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from apibank_bench.runs.results import write_atomic
+from apibank_bench.core.files import write_atomic
 
 LEDGER, LOCK = "jobs.json", "jobs.lock"
 SUBMITTING = "SUBMITTING"

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable
 
-from apibank_bench.core.files import write_atomic  # noqa: F401 (the run layer's writers import it from here)
+from apibank_bench.core.files import write_atomic
 from apibank_bench.core.text import SURROGATES
 from apibank_bench.runs.epochs import row_key, split_case
 from apibank_bench.runs.row import ResultRow
