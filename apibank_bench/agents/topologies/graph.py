@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextvars
 import operator
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, Callable, TypedDict
 
@@ -33,19 +32,10 @@ def ordered(turns: list[AgentTurn], round: int | None = None, role: str | None =
 
 Node = Callable[[State], dict[str, Any]]  #: an agent: the state in, {"turns": [its turn]} out
 
-#: The threads a wide step's agents run on, shared by every instance of the process and kept: a
-#: thread is started only when no idle one is left, so there are as many as agents asking at once.
-AGENT_THREADS = 1024
-_agent_pool: ThreadPoolExecutor | None = None
-_agent_pool_lock = threading.Lock()
-
-
-def _agent_threads() -> ThreadPoolExecutor:
-    global _agent_pool
-    with _agent_pool_lock:
-        if _agent_pool is None:
-            _agent_pool = ThreadPoolExecutor(max_workers=AGENT_THREADS, thread_name_prefix="apibank-agent")
-        return _agent_pool
+#: The threads a wide step's agents run on, shared by every instance of the process and kept. The
+#: executor starts a thread only when no idle one is left (none at import), so there are as many as
+#: agents asking at once.
+AGENT_THREADS = ThreadPoolExecutor(max_workers=1024, thread_name_prefix="apibank-agent")
 
 
 def import_langgraph():
@@ -83,8 +73,7 @@ def step_node(agents: list[Node]) -> Node:
         return agents[0]
 
     def node(state: State) -> dict[str, Any]:
-        pool = _agent_threads()
-        others = [pool.submit(contextvars.copy_context().run, agent, state) for agent in agents[1:]]
+        others = [AGENT_THREADS.submit(contextvars.copy_context().run, agent, state) for agent in agents[1:]]
         updates = [agents[0](state)] + [future.result() for future in others]
         return {"turns": [turn for update in updates for turn in update["turns"]]}
 
