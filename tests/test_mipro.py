@@ -128,3 +128,10 @@ def test_trial_scores_are_logged_as_fractions():
     assert scores[0] == 0.0 and max(scores) == 1.0
     done = [f for e, f in ctx.events if e == "done"][0]
     assert done["best"] == max(scores)
+
+
+def test_trial_fields_scale_numeric_scores_only():
+    # DSPy's trial logs may carry text under a `*score` key; dividing it crashed the log.
+    fields = mipro.trial_fields({"full_eval_score": 75, "mb_score": 12.5, "score": "n/a", "flag_score": True,
+                                 "program_path": "/tmp/p", "candidate": [1, 2], "note": "x"})
+    assert fields == {"full_eval_score": 0.75, "mb_score": 0.125, "score": "n/a", "flag_score": True, "note": "x"}

@@ -255,14 +255,20 @@ def optimize(ctx) -> dict[str, str]:
     if bridge.failure is not None:  # DSPy may have swallowed it (a score of 0, a skipped summary)
         raise bridge.failure
     for number, record in sorted(getattr(best, "trial_logs", {}).items()):
-        fields = {k: v for k, v in record.items() if isinstance(v, (int, float, str)) and not k.endswith("_path")}
-        # DSPy scores are percentages; the log's scores are fractions.
-        ctx.log("trial", trial=number, **{k: v / 100 if k.endswith("score") else v for k, v in fields.items()})
+        ctx.log("trial", trial=number, **trial_fields(record))
     prompts = best.prompts()
     score = getattr(best, "score", None)
     ctx.log("done", spent=bridge.spent, trials=ctx.budget, best=None if score is None else score / 100,
             prompts={role: digest(p) for role, p in prompts.items()})
     return prompts
+
+
+def trial_fields(record: dict) -> dict:
+    """A DSPy trial log as the optimizer's event log keeps it: its plain values, with its scores
+    (percentages in DSPy) as fractions. Only numbers are scaled: a `*score` field may hold text."""
+    fields = {k: v for k, v in record.items() if isinstance(v, (int, float, str)) and not k.endswith("_path")}
+    return {k: v / 100 if k.endswith("score") and isinstance(v, (int, float)) and not isinstance(v, bool) else v
+            for k, v in fields.items()}
 
 
 def _text(content) -> str:
