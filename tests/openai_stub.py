@@ -8,12 +8,14 @@ It also injects faults: error statuses with any body (`error`, `echo_key`),
 connections closed without a response (`reset`), slow, empty (`content: null`),
 surrogate-bearing and oversized answers, bodies cut off halfway (`cut`), and a server
 that dies (`dead_after=N`: the request after the first N is reset and later ones are
-refused). `port` fixes the port (a server restarted where it was).
+refused). `port` fixes the port (a server restarted where it was). A slow answer notices a
+client that leaves before it is ready (`closed_early`), as a real server does.
 """
 
 from __future__ import annotations
 
 import json
+import select
 import socket
 import struct
 import threading
@@ -134,6 +136,7 @@ class OpenAIStub:
         self.requests: list[dict[str, Any]] = []
         self.active = 0
         self.max_concurrent = 0
+        self.closed_early = 0  # requests whose client closed the connection before the answer was ready
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -208,6 +211,25 @@ class OpenAIStub:
                     pass
                 self.close_connection = True
 
+            def _wait(self, seconds: float) -> bool:
+                """Take `seconds` to answer, as a server computing it would; False if the client closed the
+                connection meanwhile (counted in `closed_early`, as a real server notices a disconnect)."""
+                deadline = time.monotonic() + seconds
+                while (left := deadline - time.monotonic()) > 0:
+                    readable, _, _ = select.select([self.connection], [], [], left)
+                    if readable:  # the request was read whole: only its end (EOF or reset) can be readable
+                        try:
+                            gone = not self.connection.recv(1, socket.MSG_PEEK)
+                        except OSError:
+                            gone = True
+                        if gone:
+                            with stub._lock:
+                                stub.closed_early += 1
+                            self.close_connection = True
+                            return False
+                        time.sleep(min(left, 0.01))  # pipelined bytes (no client of ours sends any)
+                return True
+
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
                     model = {"id": "stub-model", "object": "model"}
@@ -245,7 +267,8 @@ class OpenAIStub:
                         answered()
                         return self._reset()
                     reply = stub._next_reply(body)
-                    time.sleep(stub.hold + reply.delay)
+                    if not self._wait(stub.hold + reply.delay):
+                        return  # the client is gone: nobody to answer
                     answered()
                     if reply.reset:
                         return self._reset()

@@ -162,6 +162,7 @@ class ChatClient:
         self.limiter = limiter if limiter is not None else AdaptiveLimit(config.max_in_flight)
         self.breaker = breaker if breaker is not None else Breaker(config.max_consecutive_errors)
         self.waiting = 0  #: requests waiting to retry now (the progress line shows them)
+        self.abandoned: str | None = None  #: why every request was abandoned (`abandon`), once they were
         self._waiting_lock = threading.Lock()
         self._in_flight: dict[str, Future] = {}  # cache key -> the request being made for it
         self._in_flight_lock = threading.Lock()
@@ -173,8 +174,18 @@ class ChatClient:
 
     # -- stopping early ----------------------------------------------------------------
 
+    def abandon(self, reason: str) -> None:
+        """Stop now, without waiting for the server: requests in flight are cut off (their sockets shut down),
+        none is made or retried from now on, and none of it counts as the endpoint's failure. For a run that
+        ends (Ctrl-C, SIGTERM, the session's end): what is in flight then would never get a row anyway."""
+        self.abandoned = self.abandoned or reason
+        for endpoint in self._endpoints.values():
+            endpoint.abort()
+
     def _check_stop(self) -> None:
-        """Raise Stopped if the run (the breaker) or this request's instance has stopped."""
+        """Raise Stopped if the run (abandoned, or its breaker) or this request's instance has stopped."""
+        if self.abandoned:
+            raise Stopped(f"abandoned: {self.abandoned}", "run")
         if self.breaker.reason:
             raise Stopped(f"the run was stopped: {self.breaker.reason}", "run")
         instance = current_instance()
@@ -314,6 +325,8 @@ class ChatClient:
                     self.limiter.throttled()  # a throttling endpoint is alive: not a failure in a row
                     raise
                 except Exception as exc:
+                    if self.abandoned:  # cut off by `abandon`: not the endpoint's failure
+                        raise Stopped(f"abandoned: {self.abandoned}", "run") from None
                     self.breaker.failed(describe_error(exc, [self.config.api_key]))
                     raise
             self.limiter.succeeded()

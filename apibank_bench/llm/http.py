@@ -20,12 +20,20 @@ as the SDK's would: `APIConnectionError` (no connection, a reset, an answer cut 
 `APITimeoutError` (one of those), `APIStatusError` (a non-2xx answer, with its
 `status_code` and `response`, whose Retry-After the retry policy reads), and a subclass
 per status (`RateLimitError` for 429, `InternalServerError` for 5xx, ...).
+
+A run that stops (Ctrl-C, SIGTERM) does not wait for the server: `ChatEndpoint.abort` shuts
+down the sockets of the requests in flight, so a thread blocked reading a slow answer wakes
+at once (with an `APIConnectionError`), and refuses every later connection. Closing a socket
+from another thread would not wake its reader; shutting it down does.
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
+import socket
+import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -103,21 +111,103 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None  # urllib then raises the 3xx as an HTTPError
 
 
+class OpenSockets:
+    """The sockets of one endpoint's requests in flight; `abort` shuts them all down, and every socket opened
+    after it, so no request outlives it by more than a context switch."""
+
+    def __init__(self) -> None:
+        self.aborted = False
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    def opened(self, sock: socket.socket, mine: list[socket.socket]) -> socket.socket:
+        with self._lock:
+            if not self.aborted:
+                self._open.add(sock)
+                mine.append(sock)
+                return sock
+        _shut(sock)  # the request then fails at its first read or write
+        return sock
+
+    def closed(self, mine: list[socket.socket]) -> None:
+        with self._lock:
+            self._open.difference_update(mine)
+
+    def abort(self) -> None:
+        with self._lock:
+            self.aborted = True
+            sockets, self._open = list(self._open), set()
+        for sock in sockets:
+            _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already closed (its fd is gone: shutting down cannot reach another socket)
+        pass
+
+
+class _Tracked:
+    """A connection that registers its sockets (the TCP one, then the TLS one over it) with its request's
+    endpoint: urllib hands the socket to the response and drops it from the connection, so the connection
+    itself could not be closed later."""
+
+    def __init__(self, *args: Any, sockets: OpenSockets, mine: list[socket.socket], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        create = self._create_connection
+        self._create_connection = lambda *a, **k: sockets.opened(create(*a, **k), mine)
+        self._register = functools.partial(sockets.opened, mine=mine)
+
+    def connect(self) -> None:
+        super().connect()
+        if self.sock is not None:  # TLS wraps the TCP socket into a new object (a socket of its own)
+            self._register(self.sock)
+
+
+class _TrackedHTTP(_Tracked, http.client.HTTPConnection): ...
+class _TrackedHTTPS(_Tracked, http.client.HTTPSConnection): ...
+
+
+class _ChatRequest(urllib.request.Request):
+    """A request with its endpoint's open sockets, and its own (registered as its connection opens them)."""
+
+    def __init__(self, url: str, data: bytes, headers: dict[str, str], sockets: OpenSockets) -> None:
+        super().__init__(url, data=data, headers=headers, method="POST")
+        self.sockets = sockets
+        self.mine: list[socket.socket] = []
+
+
+class _TrackingHTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req: _ChatRequest):
+        return self.do_open(functools.partial(_TrackedHTTP, sockets=req.sockets, mine=req.mine), req)
+
+
+class _TrackingHTTPSHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req: _ChatRequest):
+        return self.do_open(functools.partial(_TrackedHTTPS, sockets=req.sockets, mine=req.mine), req,
+                            context=self._context)
+
+
 class ChatEndpoint:
     """One base URL's chat completions; thread-safe (nothing is shared between requests but the opener,
-    whose handlers keep no state)."""
+    whose handlers keep no state, and the set of open sockets)."""
 
     def __init__(self, base_url: str, api_key: str, timeout: float) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json",
                          "Accept": "application/json"}
         self._timeout = timeout  #: seconds for the connection and for each read, as the SDK's timeout
-        self._opener = urllib.request.build_opener(_NoRedirects)
+        self._opener = urllib.request.build_opener(_NoRedirects, _TrackingHTTPHandler, _TrackingHTTPSHandler)
+        self._sockets = OpenSockets()
+
+    def abort(self) -> None:
+        """End every request in flight now, and every later one at once (each fails with APIConnectionError)."""
+        self._sockets.abort()
 
     def create(self, body: dict[str, Any]) -> Any:
         """POST one chat request; the parsed JSON answer of a 2xx (MalformedResponse if it is not JSON)."""
-        request = urllib.request.Request(self.url, data=json.dumps(body).encode("utf-8"), headers=self._headers,
-                                         method="POST")
+        request = _ChatRequest(self.url, json.dumps(body).encode("utf-8"), self._headers, self._sockets)
         try:
             with self._opener.open(request, timeout=self._timeout) as response:
                 raw = response.read()
@@ -131,6 +221,8 @@ class ChatEndpoint:
             raise APITimeoutError() from None
         except (http.client.HTTPException, OSError) as exc:  # a reset, or the answer cut off mid-body
             raise APIConnectionError(f"Connection error: {_describe(exc)}") from None
+        finally:
+            self._sockets.closed(request.mine)
         try:
             return json.loads(raw)
         except ValueError:

@@ -11,6 +11,11 @@ import pytest
 from apibank_bench.agents.models import needs_local_server
 from apibank_bench.llm.local_server import OnDemandServer
 
+#: Seconds the embedded server gets to exit on SIGTERM before SIGKILL. Its graceful shutdown (uvicorn's) waits
+#: for the completions being generated, a minute each at worst, which a stopped run has abandoned; an idle
+#: server exits at once.
+STOP_GRACE_S = 1.0
+
 
 class EndpointPlugin:
     def __init__(self, config) -> None:
@@ -89,7 +94,7 @@ class EndpointPlugin:
 
     def pytest_unconfigure(self, config) -> None:
         if self.local is not None:
-            self.local.stop()
+            self.local.stop(STOP_GRACE_S)
 
 
 def share_scheduler(config, log):
