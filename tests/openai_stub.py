@@ -37,6 +37,7 @@ class Reply:
     reset: bool = False  # close the connection without any response
     echo_key: bool = False  # the error body repeats the request's Authorization header, as some servers do
     cut: bool = False  # send the headers and half the body, then reset the connection
+    finish_reason: str | None = None  # the choice's finish_reason (default: "stop", or "tool_calls")
 
 
 def correct(text: str = "[GetToday()]") -> Reply:
@@ -95,7 +96,7 @@ def oversized(size: int = 10_000_000) -> Reply:
 
 
 def completion_body(text: str, model: str = "stub-model", prompt_tokens: int = 11, completion_tokens: int = 7,
-                    tool_calls: list[dict[str, Any]] | None = None) -> dict:
+                    tool_calls: list[dict[str, Any]] | None = None, finish_reason: str | None = None) -> dict:
     message: dict[str, Any] = {"role": "assistant", "content": text}  # text None: content null
     if tool_calls:
         message = {"role": "assistant", "content": text or None, "tool_calls": [
@@ -110,7 +111,7 @@ def completion_body(text: str, model: str = "stub-model", prompt_tokens: int = 1
         "choices": [{
             "index": 0,
             "message": message,
-            "finish_reason": "tool_calls" if tool_calls else "stop",
+            "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop"),
         }],
         "usage": {
             "prompt_tokens": prompt_tokens,
@@ -284,7 +285,8 @@ class OpenAIStub:
                         }}).encode()
                     else:
                         payload = json.dumps(completion_body(reply.text, body.get("model", "stub-model"),
-                                                            tool_calls=reply.tool_calls)).encode()
+                                                            tool_calls=reply.tool_calls,
+                                                            finish_reason=reply.finish_reason)).encode()
                     if reply.cut:
                         return self._cut(payload)
                     self._send(reply.status, payload, reply.headers)
