@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from apibank_bench.agents.prompts import format_history
 from apibank_bench.core.paths import PROJECT_ROOT
 from apibank_bench.data import manifests
 from apibank_bench.llm import ChatClient, ModelConfig, ModelError
+from apibank_bench.data.tasks import get_task
 from apibank_bench.runs.results import read_jsonl
 from openai_stub import OpenAIStub, Reply
 
@@ -24,19 +26,21 @@ SLOW = 600.0  #: seconds a slow answer takes: far longer than any test may wait
 MESSAGES = [{"role": "user", "content": "What day is it?"}]
 
 
-def _first_fast(fast: int):
-    """A stub's replies: the first `fast` chat requests are answered at once, every later one after SLOW s."""
-    lock, seen = threading.Lock(), [0]
+def _fast_for(fast_ids: list[str], ids: list[str]):
+    """A stub's replies: the instances `fast_ids` are answered at once, every other one after SLOW s (rows are
+    written in the tests' order, so the fast ones must be the first)."""
+    histories = {format_history(get_task(task_id)): task_id for task_id in ids}
 
     def reply(body: dict) -> Reply:
-        with lock:
-            seen[0] += 1
-            return Reply() if seen[0] <= fast else Reply(delay=SLOW)
+        prompt = body["messages"][-1]["content"]
+        # The longest history the prompt holds: an earlier turn's history prefixes a later one's.
+        task_id = max(((h, t) for h, t in histories.items() if h and h in prompt), key=lambda ht: len(ht[0]))[1]
+        return Reply() if task_id in fast_ids else Reply(delay=SLOW)
 
     return reply
 
 
-def _until(condition, what: str, process: subprocess.Popen | None = None, seconds: float = 300) -> None:
+def _until(condition, what: str, process: subprocess.Popen | None = None, seconds: float = 120) -> None:
     """Wait for an event (a guard against a hang, not a time limit on the code under test)."""
     deadline = time.monotonic() + seconds
     while not condition():
@@ -94,7 +98,7 @@ def _run(out_dir: Path, stub: OpenAIStub, *args: str) -> subprocess.Popen:
 @pytest.mark.parametrize("how, workers", [("ctrl-c", 0), ("sigterm", 0), ("ctrl-c", 2), ("sigterm", 2)])
 def test_a_signal_ends_the_run_at_once_and_resume_finishes_it(tmp_path, how, workers):
     slow = LIMIT - FAST
-    with OpenAIStub(default=_first_fast(FAST)) as stub:
+    with OpenAIStub(default=_fast_for(IDS[:FAST], IDS)) as stub:
         run = _run(tmp_path, stub, *(["--workers", str(workers)] if workers else []))
         try:
             _until(lambda: len(read_jsonl(tmp_path / "results.jsonl")) == FAST and stub.active == slow,
@@ -114,7 +118,7 @@ def test_a_signal_ends_the_run_at_once_and_resume_finishes_it(tmp_path, how, wor
         rows = read_jsonl(tmp_path / "results.jsonl")
         assert len(rows) == FAST and not any(row["stage"] == "error" for row in rows)  # abandoned: no row
         summary = json.loads((tmp_path / "summary.json").read_text())
-        assert (summary["total"], summary["not_run"], summary["errors"]) == (LIMIT, slow, 0)
+        assert (summary["selected"], summary["not_run"], summary["errors"]) == (LIMIT, slow, 0)
         assert "API-Bank:" in out and f"{slow} did not run" in out  # the closing table
 
         stub.default = Reply()
