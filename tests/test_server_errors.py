@@ -32,6 +32,10 @@ OVERFLOWS = {
                          'requested 2600 tokens (1576 in the messages, 1024 in the completion). Please reduce the '
                          'length of the messages or completion.", "type": "invalid_request_error", "param": '
                          '"messages", "code": "context_length_exceeded"}}', (1576, 2048)),
+    "llama-cpp-python-completions": ('{"error": {"message": "This model\'s maximum context length is 2048 tokens, '
+                                     'however you requested 2600 tokens (1576 in your prompt; 1024 for the '
+                                     'completion). Please reduce your prompt; or completion length.", "type": '
+                                     '"invalid_request_error", "code": "context_length_exceeded"}}', (1576, 2048)),
     "llama-server": ('{"error": {"code": 400, "message": "request (4476 tokens) exceeds the available context size '
                      '(4096 tokens), try increasing it", "type": "exceed_context_size_error", "n_prompt_tokens": 4476, '
                      '"n_ctx": 4096}}', (4476, 4096)),

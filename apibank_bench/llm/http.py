@@ -103,7 +103,8 @@ class ContextLengthError(BadRequestError):
     def __init__(self, message: str, response: ErrorAnswer, prompt_tokens: int | None, context_tokens: int | None,
                  completion_tokens: int | None = None) -> None:
         super().__init__(message, response)
-        self.prompt_tokens, self.context_tokens, self.completion_tokens = prompt_tokens, context_tokens, completion_tokens
+        self.prompt_tokens, self.context_tokens = prompt_tokens, context_tokens
+        self.completion_tokens = completion_tokens
 
 
 #: How servers say a request does not fit their context (each answers HTTP 400), with the sizes they name.
@@ -119,9 +120,9 @@ _CONTEXT = re.compile(r"maximum context length (?:is|of) (\d+)|available context
                       r"|model's context length \((\d+) tokens\)")
 _PROMPT = re.compile(r"(\d+) in the messages|messages resulted in (\d+) tokens|has (\d+) input tokens"
                      r"|at least (\d+) input tokens|request \((\d+) tokens\)|input \((\d+) tokens\)"
-                     r"|(\d+) tokens from the input")
-_COMPLETION = re.compile(r"(\d+) in the completion|requested (\d+) output tokens|(\d+) tokens for the completion"
-                         r"|too large: (\d+)")
+                     r"|(\d+) tokens from the input|(\d+) in your prompt")
+_COMPLETION = re.compile(r"(\d+) in the completion|requested (\d+) output tokens"
+                         r"|(\d+) (?:tokens )?for the completion|too large: (\d+)")
 _OVERFLOW_WORDS = ("context length", "context size", "context_length_exceeded", "exceed_context_size_error")
 
 
