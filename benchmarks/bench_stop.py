@@ -5,10 +5,10 @@ which answers the first two at once and every other one after `--slow` seconds (
 two rows are written and the four slow requests are in flight, the run is signalled, and the seconds
 from the signal to the process's exit are reported. Ctrl-C goes to the run's process group (as a
 terminal sends it), SIGTERM to its main process alone (`kill PID`); each with one process and with two
-xdist workers. `--embedded` adds the embedded model (llama-cpp-python serving Gemma 3 270M), signalled
+xdist workers. `--embedded` also measures the embedded model (llama-cpp-python serving Gemma 3 270M), signalled
 once its first row is written while the next completion is being generated.
 
-    python benchmarks/bench_stop.py [--slow 600] [--give-up 120] [--embedded]
+    python benchmarks/bench_stop.py [--slow 600] [--give-up 120] [--embedded | --embedded-only]
 
 A run still alive `--give-up` seconds after its signal is killed and reported as "> give-up".
 `--project DIR` measures another checkout's code (for a before/after comparison: the run starts there,
@@ -122,14 +122,15 @@ def main() -> None:
     parser.add_argument("--slow", type=float, default=600.0, help="seconds a slow answer takes")
     parser.add_argument("--give-up", type=float, default=120.0, help="seconds after the signal before a kill")
     parser.add_argument("--embedded", action="store_true", help="also the embedded model (starts llama-cpp-python)")
+    parser.add_argument("--embedded-only", action="store_true", help="only the embedded model")
     parser.add_argument("--project", type=Path, default=ROOT, help="the checkout whose code is measured")
     args = parser.parse_args()
     global PROJECT
     PROJECT = args.project.resolve()
     cases = [(f"{how}, {f'{workers} workers' if workers else 'one process'}",
               lambda how=how, workers=workers: remote(how, workers, args.slow, args.give_up))
-             for workers in (0, 2) for how in ("ctrl-c", "sigterm")]
-    if args.embedded:
+             for workers in (0, 2) for how in ("ctrl-c", "sigterm")] if not args.embedded_only else []
+    if args.embedded or args.embedded_only:
         cases += [(f"{how}, embedded model", lambda how=how: embedded(how, args.give_up))
                   for how in ("ctrl-c", "sigterm")]
     print(f"| stopped by | seconds from the signal to exit (answers pending: {args.slow:g} s) | exit code |")
