@@ -129,3 +129,18 @@ def test_a_signal_ends_the_run_at_once_and_resume_finishes_it(tmp_path, how, wor
         assert len(stub.chat_requests) - asked == slow  # only the abandoned instances are asked again
     rows = read_jsonl(tmp_path / "results.jsonl")
     assert sorted(row["id"] for row in rows) == sorted(IDS) and not any(row["stage"] == "error" for row in rows)
+
+
+def test_an_interrupt_while_a_row_is_written_acts_once_it_is_written():
+    from apibank_bench.plugin.interrupt import deferred
+
+    steps = []
+    with pytest.raises(KeyboardInterrupt):
+        with deferred():
+            steps.append("row")
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C between the row and its trace
+            time.sleep(0.05)  # the handler would have run by now
+            steps.append("trace")
+        steps.append("after")  # not reached: the interrupt acts as the block ends
+    assert steps == ["row", "trace"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored

@@ -29,6 +29,7 @@ from apibank_bench.plugin.run import ids_to_run, narrowing, run_config, selected
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.core.progress import ProgressLine, eta
 from apibank_bench.core.settings import flag
+from apibank_bench.plugin.interrupt import deferred
 from apibank_bench.plugin.keys import COMMAND_OUTPUT, MODEL, USER_PROPERTY
 
 PROGRESS_EVERY_S = 10.0  #: plain progress lines (not a terminal, or pytest's own per-test characters)
@@ -155,7 +156,8 @@ class Writer:
             cfg = run_config(self.config)
             self.files = RunFiles(Path(cfg.results_dir), resume=self.keep)
             self.record = write_record(self.files.out_dir, cfg, self.started_at, self.forced)
-        self.files.append(payload["prediction"], row, payload.get("trace"))
+        with deferred():  # an interrupt now would leave a row without its trace
+            self.files.append(payload["prediction"], row, payload.get("trace"))
         if not self.done:  # the first line comes PROGRESS_EVERY_S after the first instance, not after start-up
             self.last_progress = time.monotonic()
         self.done += 1
