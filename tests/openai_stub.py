@@ -8,12 +8,14 @@ It also injects faults: error statuses with any body (`error`, `echo_key`),
 connections closed without a response (`reset`), slow, empty (`content: null`),
 surrogate-bearing and oversized answers, bodies cut off halfway (`cut`), and a server
 that dies (`dead_after=N`: the request after the first N is reset and later ones are
-refused). `port` fixes the port (a server restarted where it was).
+refused). `port` fixes the port (a server restarted where it was). A slow answer notices a
+client that leaves before it is ready (`closed_early`), as a real server does.
 """
 
 from __future__ import annotations
 
 import json
+import select
 import socket
 import struct
 import threading
@@ -35,6 +37,7 @@ class Reply:
     reset: bool = False  # close the connection without any response
     echo_key: bool = False  # the error body repeats the request's Authorization header, as some servers do
     cut: bool = False  # send the headers and half the body, then reset the connection
+    finish_reason: str | None = None  # the choice's finish_reason (default: "stop", or "tool_calls")
 
 
 def correct(text: str = "[GetToday()]") -> Reply:
@@ -93,7 +96,7 @@ def oversized(size: int = 10_000_000) -> Reply:
 
 
 def completion_body(text: str, model: str = "stub-model", prompt_tokens: int = 11, completion_tokens: int = 7,
-                    tool_calls: list[dict[str, Any]] | None = None) -> dict:
+                    tool_calls: list[dict[str, Any]] | None = None, finish_reason: str | None = None) -> dict:
     message: dict[str, Any] = {"role": "assistant", "content": text}  # text None: content null
     if tool_calls:
         message = {"role": "assistant", "content": text or None, "tool_calls": [
@@ -108,7 +111,7 @@ def completion_body(text: str, model: str = "stub-model", prompt_tokens: int = 1
         "choices": [{
             "index": 0,
             "message": message,
-            "finish_reason": "tool_calls" if tool_calls else "stop",
+            "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop"),
         }],
         "usage": {
             "prompt_tokens": prompt_tokens,
@@ -134,6 +137,7 @@ class OpenAIStub:
         self.requests: list[dict[str, Any]] = []
         self.active = 0
         self.max_concurrent = 0
+        self.closed_early = 0  # requests whose client closed the connection before the answer was ready
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -208,6 +212,25 @@ class OpenAIStub:
                     pass
                 self.close_connection = True
 
+            def _wait(self, seconds: float) -> bool:
+                """Take `seconds` to answer, as a server computing it would; False if the client closed the
+                connection meanwhile (counted in `closed_early`, as a real server notices a disconnect)."""
+                deadline = time.monotonic() + seconds
+                while (left := deadline - time.monotonic()) > 0:
+                    readable, _, _ = select.select([self.connection], [], [], left)
+                    if readable:  # the request was read whole: only its end (EOF or reset) can be readable
+                        try:
+                            gone = not self.connection.recv(1, socket.MSG_PEEK)
+                        except OSError:
+                            gone = True
+                        if gone:
+                            with stub._lock:
+                                stub.closed_early += 1
+                            self.close_connection = True
+                            return False
+                        time.sleep(min(left, 0.01))  # pipelined bytes (no client of ours sends any)
+                return True
+
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
                     model = {"id": "stub-model", "object": "model"}
@@ -245,7 +268,8 @@ class OpenAIStub:
                         answered()
                         return self._reset()
                     reply = stub._next_reply(body)
-                    time.sleep(stub.hold + reply.delay)
+                    if not self._wait(stub.hold + reply.delay):
+                        return  # the client is gone: nobody to answer
                     answered()
                     if reply.reset:
                         return self._reset()
@@ -261,7 +285,8 @@ class OpenAIStub:
                         }}).encode()
                     else:
                         payload = json.dumps(completion_body(reply.text, body.get("model", "stub-model"),
-                                                            tool_calls=reply.tool_calls)).encode()
+                                                            tool_calls=reply.tool_calls,
+                                                            finish_reason=reply.finish_reason)).encode()
                     if reply.cut:
                         return self._cut(payload)
                     self._send(reply.status, payload, reply.headers)

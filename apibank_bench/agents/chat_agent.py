@@ -48,6 +48,7 @@ class AgentTurn:
     completion_tokens: int = 0
     latency_s: float = 0.0
     cached: bool = False
+    finish_reason: str | None = None  #: why the model stopped ("length": at max_tokens)
     error: str | None = None
     emits_call: bool = True  #: False for a free-text turn (a delegation): not scored as a call
     tool_calls: list[dict[str, str]] = field(default_factory=list)  #: an SDK agent's tool calls ({name, arguments})
@@ -110,6 +111,7 @@ class Agents:
         turn.answer, turn.call = answer, canonical_call(answer)
         turn.prompt_tokens, turn.completion_tokens = completion.prompt_tokens, completion.completion_tokens
         turn.latency_s, turn.cached = completion.latency_s, completion.cached
+        turn.finish_reason = completion.finish_reason
         return turn
 
 

@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 from apibank_bench.core.redact import redact
 from apibank_bench.llm.cache import ResponseCache, request_key
 from apibank_bench.llm.config import ModelConfig
-from apibank_bench.llm.http import ChatEndpoint, MalformedResponse, RateLimitError
+from apibank_bench.llm.http import ChatEndpoint, ConnectionClosed, MalformedResponse, RateLimitError
 from apibank_bench.llm.limit import AdaptiveLimit
 from apibank_bench.core.text import SURROGATES
 from apibank_bench.llm.retry import RetryPolicy, is_retryable
@@ -87,6 +87,21 @@ class UsageStats:
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
             return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "_lock"}
+
+
+@dataclass
+class ClosedConnections:
+    """Connections the server closed without an answer (resets, empty replies), and how many requests were in
+    flight when it did: a server that closes connections under load (thread-safe via `add`)."""
+
+    count: int = 0
+    most_in_flight: int = 0  #: the most requests in flight when one was closed
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, in_flight: int) -> None:
+        with self._lock:
+            self.count += 1
+            self.most_in_flight = max(self.most_in_flight, in_flight)
 
 
 def fold_system(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -162,10 +177,12 @@ class ChatClient:
         self.limiter = limiter if limiter is not None else AdaptiveLimit(config.max_in_flight)
         self.breaker = breaker if breaker is not None else Breaker(config.max_consecutive_errors)
         self.waiting = 0  #: requests waiting to retry now (the progress line shows them)
+        self.abandoned: str | None = None  #: why every request was abandoned (`abandon`), once they were
         self._waiting_lock = threading.Lock()
         self._in_flight: dict[str, Future] = {}  # cache key -> the request being made for it
         self._in_flight_lock = threading.Lock()
         self.stats = UsageStats()
+        self.closed = ClosedConnections()
         self.cache = ResponseCache(config.cache_dir) if config.cache_dir is not None else None
         self._endpoints = {url: ChatEndpoint(url, config.api_key or NO_KEY, config.timeout)
                            for url in config.base_urls}
@@ -173,8 +190,22 @@ class ChatClient:
 
     # -- stopping early ----------------------------------------------------------------
 
+    def in_flight_limit(self) -> int:
+        """The requests this client lets in flight now (the limiter's current limit)."""
+        return self.limiter.size
+
+    def abandon(self, reason: str) -> None:
+        """Stop now, without waiting for the server: requests in flight are cut off (their sockets shut down),
+        none is made or retried from now on, and none of it counts as the endpoint's failure. For a run that
+        ends (Ctrl-C, SIGTERM, the session's end): what is in flight then would never get a row anyway."""
+        self.abandoned = self.abandoned or reason
+        for endpoint in self._endpoints.values():
+            endpoint.abort()
+
     def _check_stop(self) -> None:
-        """Raise Stopped if the run (the breaker) or this request's instance has stopped."""
+        """Raise Stopped if the run (abandoned, or its breaker) or this request's instance has stopped."""
+        if self.abandoned:
+            raise Stopped(f"abandoned: {self.abandoned}", "run")
         if self.breaker.reason:
             raise Stopped(f"the run was stopped: {self.breaker.reason}", "run")
         instance = current_instance()
@@ -314,6 +345,10 @@ class ChatClient:
                     self.limiter.throttled()  # a throttling endpoint is alive: not a failure in a row
                     raise
                 except Exception as exc:
+                    if self.abandoned:  # cut off by `abandon`: not the endpoint's failure
+                        raise Stopped(f"abandoned: {self.abandoned}", "run") from None
+                    if isinstance(exc, ConnectionClosed):
+                        self.closed.add(self.limiter.active)
                     self.breaker.failed(describe_error(exc, [self.config.api_key]))
                     raise
             self.limiter.succeeded()

@@ -339,7 +339,8 @@ class OnDemandServer:
     def started_url(self) -> str | None:
         return self.server.base_url if self.server is not None else None
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server: SIGTERM, then SIGKILL if it is still there after `timeout` seconds."""
         if self.server is not None:
-            self.server.stop()
+            self.server.stop(timeout)
             self.server = None

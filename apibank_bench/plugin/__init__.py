@@ -32,6 +32,11 @@ def pytest_configure(config):
     from apibank_bench.plugin import endpoint, fixtures, writer
 
     forget_probes()  # a run asks each endpoint's GET /models once
+    if bench_requested(config):  # SIGTERM stops a benchmark run as Ctrl-C does (plugin.interrupt)
+        from apibank_bench.plugin import interrupt
+
+        interrupt.install(config)
+        config.pluginmanager.register(interrupt, "apibank-interrupt")
 
     config.pluginmanager.register(fixtures, "apibank-fixtures")  # the benchmark's fixtures are the plugin's
     config.pluginmanager.register(endpoint.EndpointPlugin(config), "apibank-endpoint")

@@ -44,7 +44,8 @@ def apibank_scorer(request, apibank_config, apibank_root):
 
 @pytest.fixture(scope="session")
 def apibank_model(apibank_config, pytestconfig):
-    """The shared chat client (None for the gold self-check); starts the embedded model if needed."""
+    """The shared chat client (None for the gold self-check); starts the embedded model if needed. At the
+    session's end its requests still in flight are abandoned."""
     endpoint = pytestconfig.pluginmanager.get_plugin("apibank-endpoint")
     try:
         client = model_client(apibank_config, endpoint.base_url)
@@ -53,7 +54,11 @@ def apibank_model(apibank_config, pytestconfig):
     except ValueError as exc:  # e.g. an endpoint without a model name: a usage error
         pytest.exit(f"apibank: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     pytestconfig.stash[MODEL] = client
-    return client
+    yield client
+    if client is not None:  # the session's end, also after Ctrl-C or SIGTERM (plugin.interrupt)
+        # A request still in flight now belongs to an instance that gets no row (its test will not run):
+        # cut it off rather than wait for the server, which could take minutes (`ChatClient.abandon`).
+        client.abandon("the run ended")
 
 
 @pytest.fixture(scope="session")

@@ -29,9 +29,14 @@ from apibank_bench.plugin.run import ids_to_run, narrowing, run_config, selected
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.core.progress import ProgressLine, eta
 from apibank_bench.core.settings import flag
+from apibank_bench.plugin.interrupt import deferred
 from apibank_bench.plugin.keys import COMMAND_OUTPUT, MODEL, USER_PROPERTY
 
 PROGRESS_EVERY_S = 10.0  #: plain progress lines (not a terminal, or pytest's own per-test characters)
+#: More than this share of the model's answers stopping at max_tokens is worth a warning (once the run has
+#: `CUT_MIN_ANSWERS` answers, or at its end): a model that rambles, or a server with no chat template for it.
+CUT_SHARE, CUT_MIN_ANSWERS = 0.25, 8
+OVERFLOW = "ContextLengthError"  #: in the error of a row whose prompt did not fit the server's context (llm.http)
 
 
 class Writer:
@@ -55,6 +60,8 @@ class Writer:
         self.line: ProgressLine | None = None  #: the live line, under `apibank-bench run`
         self.line_started = False
         self.running_since = self.started  #: when instances began (the rate leaves start-up out)
+        self.answers = self.cut_answers = 0  #: the model's answers, and those that stopped at max_tokens
+        self.said: set[str] = set()  #: the warnings given (each is given once)
 
     def pytest_sessionstart(self) -> None:
         from apibank_bench.plugin.run import bench_requested
@@ -149,7 +156,8 @@ class Writer:
             cfg = run_config(self.config)
             self.files = RunFiles(Path(cfg.results_dir), resume=self.keep)
             self.record = write_record(self.files.out_dir, cfg, self.started_at, self.forced)
-        self.files.append(payload["prediction"], row, payload.get("trace"))
+        with deferred():  # an interrupt now would leave a row without its trace
+            self.files.append(payload["prediction"], row, payload.get("trace"))
         if not self.done:  # the first line comes PROGRESS_EVERY_S after the first instance, not after start-up
             self.last_progress = time.monotonic()
         self.done += 1
@@ -157,10 +165,39 @@ class Writer:
         if row.is_error:
             self.errors += 1
             self.error_reasons[str(row.error or "?")[:160]] += 1
-        self.cache_hits += sum(bool(turn.get("cached")) for turn in (payload.get("trace") or {}).get("agents") or ())
+        turns = (payload.get("trace") or {}).get("agents") or ()
+        self.cache_hits += sum(bool(turn.get("cached")) for turn in turns)
+        reasons = [turn["finish_reason"] for turn in turns if turn.get("finish_reason")]
+        self.answers += len(reasons)
+        self.cut_answers += reasons.count("length")
         self.start_line()
+        self.warn_once(row)
         if self.line is not None:
             self.line.update()
+
+    def warn_once(self, row: ResultRow | None = None) -> None:
+        """Say once what the user can fix: a prompt longer than the server's context (with both sizes),
+        and answers that keep stopping at max_tokens."""
+        if row is not None and row.is_error and OVERFLOW in str(row.error) and "overflow" not in self.said:
+            self.said.add("overflow")
+            self.say(f"apibank: warning: {row.error}")
+        if "cut" not in self.said and self.cut_answers > CUT_SHARE * self.answers and (
+                self.answers >= CUT_MIN_ANSWERS or row is None):
+            self.said.add("cut")
+            self.say(f"apibank: warning: {self.cut_answers} of {self.answers} model answers stopped at max_tokens "
+                     f"({run_config(self.config).max_tokens}): the model rambles, or the server applies no chat "
+                     "template for it (llama-cpp-python: --chat_format), and answers cut off seldom hold a call; "
+                     "summary.json counts them (answers_at_max_tokens)")
+
+    def say(self, text: str) -> None:
+        """A line of its own: above the progress line, or among pytest's output."""
+        if self.line is not None:
+            self.line.say(text)
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(text, yellow=True)
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logfinish(self) -> None:
@@ -205,12 +242,14 @@ class Writer:
         add_summary_to_json_report(json_report, self.summary)
 
     def pytest_sessionfinish(self) -> None:
+        self.warn_once()  # a run too short to warn on the way
         self.stop_line()  # before pytest's closing lines
         if self.files is not None and self.summary is None:
             cfg = run_config(self.config)
             wall_time = time.time() - self.started
             endpoint = self.config.pluginmanager.get_plugin("apibank-endpoint")
             endpoints = [endpoint.endpoint_counts()] if endpoint else []
+            answers = {"answers": self.answers, "at_max_tokens": self.cut_answers}
             if cfg.resume:  # a resumed run's time and requests include the parts before
                 try:
                     before = read_summary(self.files.out_dir) or {}
@@ -218,6 +257,8 @@ class Writer:
                     before = {}  # a summary cut by a kill: its time is lost, the results are not
                 wall_time += before.get("wall_time_s") or 0
                 endpoints.append(before.get("endpoints") or {})
+                earlier = before.get("answers_at_max_tokens") or {}
+                answers = {key: value + (earlier.get(key) or 0) for key, value in answers.items()}
             from apibank_bench.llm.router import merge_snapshots
 
             deselected = self.deselected()
@@ -227,7 +268,10 @@ class Writer:
             self.summary = self.files.finalize(cases, config=self.metadata(cfg), wall_time_s=wall_time,
                                                deselected=deselected,
                                                extra={"endpoints": merge_snapshots(endpoints), "selection": selection,
-                                                      "forced": self.record.get("forced", [])})
+                                                      "forced": self.record.get("forced", []),
+                                                      "answers_at_max_tokens": answers,
+                                                      "closed_connections": endpoint.closed_connections()
+                                                      if endpoint else {}})
 
     def metadata(self, cfg) -> dict:
         from apibank_bench.runs.provenance import provenance
@@ -291,6 +335,12 @@ def closing_lines(cfg, summary: dict, error_reasons: Counter | None = None, widt
                        for name, value in selection.get("pytest", {}).items())
         lines.append(f"selection: {selection['deselected']} of the {selection['instances']} selected instances "
                      f"deselected by pytest ({by}); they are not counted as not run")
+    closed = summary.get("closed_connections") or {}
+    if closed.get("count"):
+        lines.append(f"the server closed {closed['count']} connections without an answer, with up to "
+                     f"{closed['most_in_flight']} requests in flight: it closes connections under load; "
+                     f"the in-flight limit that held: {closed['in_flight_limit']} "
+                     f"({flag('max_in_flight')} caps it)")
     for forced in summary.get("forced") or []:
         lines.append(f"FORCED ({forced['at']}): this folder's run continued with other settings: "
                      + "; ".join(forced["differences"]))
