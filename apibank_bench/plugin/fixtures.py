@@ -12,7 +12,7 @@ from apibank_bench.agents.models import EndpointUnreachable, model_client
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.runs.instances import InstancePool, RunStopped
 from apibank_bench.core.paths import DataMissing, require_root
-from apibank_bench.plugin.run import my_instances, record, run_config
+from apibank_bench.plugin.run import my_instances, record, run_config, stop_message
 from apibank_bench.plugin.keys import MODEL, POOL
 from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.data.tasks import get_task
@@ -90,9 +90,9 @@ def apibank_result(request, apibank_task_id, apibank_pool):
     """This instance's result. An error (no answer to score) fails the setup, so pytest reports an error."""
     try:
         result = apibank_pool.result(apibank_task_id)
-    except RunStopped as exc:  # the circuit breaker (or -x) cancelled it: no row, and the run stops here
-        request.session.shouldstop = f"apibank: {exc}"
-        pytest.skip(f"apibank: {exc}")
+    except RunStopped as exc:  # the circuit breaker (or -x) cancelled it: no row. Each such test is skipped
+        # at once ("not run"), rather than pytest stopping at the first, so its count says how many did not run.
+        pytest.skip(stop_message(str(exc)))
     record(request.node, result.payload)
     if result.is_error:
         pytest.fail(f"[error] {result.score.error}", pytrace=False)

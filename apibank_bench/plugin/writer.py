@@ -21,11 +21,12 @@ import pytest
 from apibank_bench.runs.instances import error_result
 from apibank_bench.runs.provenance import now
 from apibank_bench.runs.folder import FolderTaken, decide, write_record
-from apibank_bench.runs.results import RunFiles, read_summary
+from apibank_bench.runs.results import PREDICTIONS, RESULTS, UNREADABLE, RunFiles, read_summary, unreadable_lines
 from apibank_bench.runs.row import ResultRow
 from apibank_bench.runs.summary import add_summary_to_json_report, table_lines
 from apibank_bench.data.tasks import get_task
-from apibank_bench.plugin.run import ids_to_run, narrowing, run_config, selected_cases, selected_ids, task_id_of
+from apibank_bench.plugin.run import (STOPPED, ids_to_run, narrowing, run_config, selected_cases, selected_ids,
+                                      task_id_of)
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.core.progress import ProgressLine, eta
 from apibank_bench.core.settings import flag
@@ -59,6 +60,7 @@ class Writer:
         self.record: dict = {}
         self.line: ProgressLine | None = None  #: the live line, under `apibank-bench run`
         self.line_started = False
+        self.stopped: str | None = None  #: why the run stopped early (the breaker, -x), from a skipped test
         self.running_since = self.started  #: when instances began (the rate leaves start-up out)
         self.answers = self.cut_answers = 0  #: the model's answers, and those that stopped at max_tokens
         self.said: set[str] = set()  #: the warnings given (each is given once)
@@ -74,8 +76,21 @@ class Writer:
         except FolderTaken as exc:
             raise pytest.UsageError(f"apibank: {exc}") from None
         self.keep, self.forced = decision.keep, decision.forced
+        if self.keep:
+            self.say_unreadable(Path(cfg.results_dir))
         self.to_run = ids_to_run(self.config)
         self.total = len(self.to_run)
+
+    def say_unreadable(self, out_dir: Path) -> None:
+        """Lines of the kept folder that cannot be read are named (file and line), never passed over: they are
+        set aside in `<file>.unreadable` when this run writes, and their instances have no row (so run again)."""
+        found = [f"{name} line {number}" for name in (RESULTS, PREDICTIONS)
+                 for number in unreadable_lines(out_dir / name)]
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if found and reporter is not None:
+            reporter.write_line(f"apibank: {out_dir}: unreadable (half-written or corrupted): {', '.join(found)}; "
+                                f"kept in {RESULTS}{UNREADABLE} / {PREDICTIONS}{UNREADABLE}, their instances have "
+                                "no row and count as not run", yellow=True)
 
     # -- what pytest runs of the selection ---------------------------------------------------
 
@@ -125,6 +140,9 @@ class Writer:
     def pytest_runtest_logreport(self, report) -> None:
         # The line is recorded in the setup phase, so the call's and teardown's reports carry it too: the
         # first report of a test that carries it is written (reading it again would cost as much each time).
+        if report.skipped and self.stopped is None and isinstance(report.longrepr, tuple):
+            reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+            self.stopped = reason.removeprefix(STOPPED) if reason.startswith(STOPPED) else None
         if report.nodeid in self.written_nodes:
             return
         payloads = [json.loads(value) for key, value in report.user_properties if key == USER_PROPERTY]
@@ -271,7 +289,8 @@ class Writer:
                                                       "forced": self.record.get("forced", []),
                                                       "answers_at_max_tokens": answers,
                                                       "closed_connections": endpoint.closed_connections()
-                                                      if endpoint else {}})
+                                                      if endpoint else {},
+                                                      **({"stopped": self.stopped} if self.stopped else {})})
 
     def metadata(self, cfg) -> dict:
         from apibank_bench.runs.provenance import provenance
@@ -344,6 +363,11 @@ def closing_lines(cfg, summary: dict, error_reasons: Counter | None = None, widt
     for forced in summary.get("forced") or []:
         lines.append(f"FORCED ({forced['at']}): this folder's run continued with other settings: "
                      + "; ".join(forced["differences"]))
+    if summary.get("unreadable_lines"):
+        lines.append(f"UNREADABLE: {summary['unreadable_lines']} lines of {RESULTS} could not be read; their bytes are "
+                     f"kept in {RESULTS}{UNREADABLE}, their instances count as not run")
+    if summary.get("stopped"):
+        lines.append(f"STOPPED: {summary['stopped']}")
     if not summary.get("complete", True):
         lines.append(f"INCOMPLETE: {summary.get('errors', 0)} instances errored and {summary.get('not_run', 0)} did "
                      f"not run; `accuracy` counts them as not correct. Rerun with {flag('resume')} to finish.")

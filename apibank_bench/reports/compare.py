@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apibank_bench.core import settings
-from apibank_bench.runs.results import RESULTS, read_rows, read_summary
+from apibank_bench.runs.results import RESULTS, UNREADABLE, read_rows, read_summary, unreadable_count
 from apibank_bench.runs.epochs import epoch_summary
 from apibank_bench.runs.stats import discordant, mcnemar_exact, min_detectable_difference, paired_bootstrap
 from apibank_bench.runs.row import ResultRow
@@ -52,6 +52,7 @@ class Run:
     path: Path
     rows: list[ResultRow]
     summary: dict
+    unreadable: int = 0  #: lines of its results.jsonl that could not be read (in it, or set aside)
 
     @property
     def config(self) -> dict:
@@ -63,7 +64,7 @@ def load_run(path: Path, name: str | None = None) -> Run:
     if not (path / RESULTS).is_file():
         raise FileNotFoundError(f"{path} is not a results folder (no {RESULTS})")
     summary = read_summary(path) or {}
-    return Run(name or path.name, path, read_rows(path), summary)
+    return Run(name or path.name, path, read_rows(path), summary, unreadable_count(path))
 
 
 def _lookup(config: dict, dotted: str):
@@ -152,7 +153,7 @@ def pair(baseline: Run, run: Run) -> Pairing:
     base, other = first_epoch(baseline.rows), first_epoch(run.rows)
     shared = [task_id for task_id in base if task_id in other]
     paired = [task_id for task_id in shared if not base[task_id].is_error and not other[task_id].is_error]
-    if len(shared) < max(len(base), len(other)) and not notes:
+    if len(shared) < max(len(base), len(other)) and not notes and not (baseline.unreadable or run.unreadable):
         notes.append(f"{len(other)} vs {len(base)} instances")
     errors = {"baseline": sum(base[i].is_error for i in shared), "run": sum(other[i].is_error for i in shared)}
     return Pairing(refused, notes, shared, paired, errors)
@@ -230,6 +231,9 @@ def compare_runs(runs: list[Run], seed: int = 0, force: bool = False) -> dict:
     comparisons = [compare_pair(runs[0], run, seed, pairing) for run, pairing in pairings]
     problems += [f"{comp['run']} and {comp['baseline']} have no instance to pair" for comp in comparisons
                  if not comp["paired"]]
+    problems += [f"{run.name}: {run.unreadable} lines of {run.path / RESULTS} could not be read (their bytes are in "
+                 f"{RESULTS}{UNREADABLE} once a run sets them aside): their instances are missing, not another "
+                 "selection" for run in runs if run.unreadable]
     return {"baseline": runs[0].name, "seed": seed, "warnings": problems,
             "runs": [run_facts(run) for run in runs],
             "comparisons": comparisons}

@@ -108,7 +108,9 @@ class Gate:
 
         try:
             self.baseline = load_run(Path(cfg.baseline), str(cfg.baseline))
-            check_baseline(self.baseline, {"run": cfg.to_dict(), "provenance": provenance(cfg)})
+            # The run's config as its summary will record it: `provenance` is the record, with the
+            # data hash one level down (config.provenance.data_hash), where the baseline has it.
+            check_baseline(self.baseline, {"run": cfg.to_dict(), **provenance(cfg)})
         except (FileNotFoundError, ValueError) as exc:
             raise pytest.UsageError(f"apibank: {flag('baseline')} {cfg.baseline}: refused: {exc}") from None
 
@@ -122,7 +124,14 @@ class Gate:
             self.problem = "apibank gate: nothing ran, nothing to judge"
             return
         out_dir = Path(run_config(self.config).results_dir)
-        self.verdict = judge(self.baseline, load_run(out_dir, "run"), run_config(self.config).gate_alpha)
+        try:
+            self.verdict = judge(self.baseline, load_run(out_dir, "run"), run_config(self.config).gate_alpha)
+        except (BaselineRefused, FileNotFoundError) as exc:  # a clean line and a usage error, never a traceback
+            self.problem = f"apibank gate: {flag('baseline')} {self.baseline.path}: refused: {exc}"
+            summary["gate"] = {"baseline": str(self.baseline.path), "refused": str(exc)}
+            write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1, ensure_ascii=False))
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
         summary["gate"] = self.verdict.to_dict()
         write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1, ensure_ascii=False))
         if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
