@@ -4,7 +4,8 @@ Each mutant changes one spot of the module's code: a comparison flipped or loose
 `==` to `!=`), an arithmetic operator swapped (`+`/`-`, `*`/`/`), an integer constant moved by one,
 `and`/`or` swapped, a `not` or a unary minus dropped, a `min`/`max` swapped, a returned boolean
 inverted. The module is rewritten (by `ast.unparse`) in a copy of the project, the given tests run
-there with `-x`, and a mutant whose tests still pass survived. Docstrings are not mutated.
+there with `-x` (in this process, on fresh imports of the project), and a mutant whose tests still
+pass survived. Docstrings are not mutated.
 
     python benchmarks/mutation_score.py apibank_bench/runs/stats.py tests/test_stats.py [-k EXPR] [--list]
 
@@ -16,10 +17,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import copy
 import os
 import shutil
-import subprocess
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -112,6 +114,35 @@ def sandbox() -> Path:
     return where
 
 
+class Hung(KeyboardInterrupt):
+    """A mutant's tests ran past --timeout (an infinite loop): pytest stops as if interrupted."""
+
+
+def run_tests(where: Path, pytest_args: list[str], timeout: float) -> int:
+    """pytest in this process, on fresh imports of the project (numpy, scipy and pytest stay loaded:
+    they are most of a new process's start)."""
+    import pytest
+
+    for name in [name for name in sys.modules if name.startswith(("apibank_bench", "test_", "tests", "conftest"))
+                 or name in ("openai_stub", "stub_endpoint", "results_folders", "upstream_apibank")]:
+        del sys.modules[name]
+
+    def stop(*_):
+        raise Hung()
+
+    signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    devnull = open(os.devnull, "w")
+    try:
+        with contextlib.redirect_stdout(devnull), contextlib.redirect_stderr(devnull):
+            return int(pytest.main(pytest_args))
+    except Hung:
+        return 99
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        devnull.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("module", help="the module's path, e.g. apibank_bench/runs/stats.py")
@@ -131,16 +162,17 @@ def main() -> int:
         return 0
     where = sandbox()
     target = where / args.module
-    env = {**os.environ, "PYTHONPATH": f"{where}{os.pathsep}{where / 'tests'}", "PYTHONDONTWRITEBYTECODE": "1"}
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-               *(["-k", args.k] if args.k else []), *args.pytest_args.split(), *args.tests]
+    pytest_args = ["-x", "-q", "-p", "no:cacheprovider", *(["-k", args.k] if args.k else []),
+                   *args.pytest_args.split(), *args.tests]
+    sys.dont_write_bytecode = True  # the mutant's source changes within one second: no stale .pyc
+    sys.path[:0] = [str(where), str(where / "tests")]
+    os.environ["PYTHONPATH"] = f"{where}{os.pathsep}{where / 'tests'}"  # for the tests' subprocesses
+    os.chdir(where)
+    survivors = []
     try:
-        baseline = subprocess.run(command, cwd=where, env=env, capture_output=True, text=True)
-        if baseline.returncode != 0:
-            print(baseline.stdout[-3000:], baseline.stderr[-2000:])
+        if run_tests(where, pytest_args, args.timeout) != 0:
             print("the tests fail on the unmutated module: nothing to measure")
             return 2
-        survivors = []
         for number, (index, what) in enumerate(found, start=1):
             mutant, line = mutate(tree, index)
             try:
@@ -148,15 +180,12 @@ def main() -> int:
             except Exception:  # noqa: BLE001 - a mutant that cannot be written is not counted
                 continue
             target.write_text(text, encoding="utf-8")
-            try:
-                killed = subprocess.run(command, cwd=where, env=env, capture_output=True, text=True,
-                                        timeout=args.timeout).returncode != 0
-            except subprocess.TimeoutExpired:  # a mutant that loops forever is noticed (by the timeout)
-                killed = True
+            killed = run_tests(where, pytest_args, args.timeout) != 0
             print(f"{number}/{len(found)} line {line}: {what}: {'killed' if killed else 'SURVIVED'}", flush=True)
             if not killed:
                 survivors.append(f"line {line}: {what}")
     finally:
+        os.chdir(ROOT)
         shutil.rmtree(where, ignore_errors=True)
     print(f"{args.module}: killed {len(found) - len(survivors)} of {len(found)}")
     for survivor in survivors:
