@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats as sp
 
-from apibank_bench.runs.stats import discordant, mcnemar_exact, paired_bootstrap, wilson
+from apibank_bench.runs.stats import Z_95, discordant, mcnemar_exact, paired_bootstrap, wilson
 
 # Newcombe (1998), Statistics in Medicine 17:857-872, Table I, method 3 (Wilson score, no correction).
 NEWCOMBE = [((81, 263), (0.2553, 0.3662)), ((15, 148), (0.0624, 0.1605)),
@@ -259,3 +259,46 @@ def test_the_vectorised_p_values_of_the_power_reference_are_scipys_binomtest():
         lost = np.arange(d + 1)
         p_values = np.minimum(1.0, 2 * np.minimum(sp.binom.cdf(lost, d, 0.5), sp.binom.sf(lost - 1, d, 0.5)))
         assert p_values == pytest.approx([sp.binomtest(int(b), d, 0.5).pvalue for b in lost], rel=1e-9)
+
+
+# -- what the mutation run found untested (benchmarks/mutation_score.py) --------------------------
+
+def test_pass_at_k_against_enumeration_and_its_domain():
+    from itertools import combinations
+
+    from apibank_bench.runs.stats import pass_at_k
+
+    for n in range(1, 6):
+        for c in range(n + 1):
+            for k in range(1, n + 1):
+                subsets = list(combinations(range(n), k))
+                assert pass_at_k(n, c, k) == pytest.approx(sum(any(i < c for i in s) for s in subsets) / len(subsets))
+    for bad in [(3, 1, 0), (3, 1, 4), (3, 4, 1), (3, -1, 1)]:  # each breaks one bound only
+        with pytest.raises(ValueError):
+            pass_at_k(*bad)
+
+
+def test_clustered_interval_formula_and_its_edges():
+    from apibank_bench.runs.stats import clustered_interval
+
+    correct, attempts = [0, 3, 1, 2], [2, 3, 1, 4]
+    p = 6 / 10
+    half = Z_95 * (4 / 3 * sum((c - p * n) ** 2 for c, n in zip(correct, attempts))) ** 0.5 / 10
+    assert p + half > 1 and clustered_interval(correct, attempts) == pytest.approx((p - half, 1.0), abs=1e-15)
+    assert clustered_interval([1, 2], [2, 2]) == pytest.approx((0.75 - Z_95 * 0.25, 1.0))  # clipped at 1
+    assert clustered_interval([0, 1], [2, 2]) == pytest.approx((0.0, 0.25 + Z_95 * 0.25))  # clipped at 0
+    assert clustered_interval([1], [2]) == (0.0, 1.0) and clustered_interval([0, 0], [0, 0]) == (0.0, 1.0)
+
+
+def test_effective_instances_with_two_clusters_and_no_attempts():
+    from apibank_bench.runs.stats import clustered_wilson, effective_instances
+
+    # p = 3/4, cluster-robust variance 2 * (1/4 + 1/4) / 16 = 1/16: n_eff = (3/16) / (1/16) = 3.
+    assert effective_instances([1, 2], [2, 2]) == pytest.approx(3.0)
+    assert effective_instances([1], [2]) == 1.0
+    assert clustered_wilson([0], [0]) == (0.0, 1.0) and clustered_wilson([], []) == (0.0, 1.0)
+
+
+def test_the_bootstrap_default_seed_is_0():
+    baseline, other = _outcomes()
+    assert paired_bootstrap(baseline, other) == paired_bootstrap(baseline, other, seed=0)
