@@ -118,7 +118,7 @@ class Hung(KeyboardInterrupt):
     """A mutant's tests ran past --timeout (an infinite loop): pytest stops as if interrupted."""
 
 
-def run_tests(where: Path, pytest_args: list[str], timeout: float) -> int:
+def run_tests(where: Path, pytest_args: list[str], timeout: float, quiet: bool = True) -> int:
     """pytest in this process, on fresh imports of the project (numpy, scipy and pytest stay loaded:
     they are most of a new process's start)."""
     import pytest
@@ -132,15 +132,14 @@ def run_tests(where: Path, pytest_args: list[str], timeout: float) -> int:
 
     signal.signal(signal.SIGALRM, stop)
     signal.setitimer(signal.ITIMER_REAL, timeout)
-    devnull = open(os.devnull, "w")
     try:
-        with contextlib.redirect_stdout(devnull), contextlib.redirect_stderr(devnull):
+        with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull if quiet else sys.stdout), \
+                contextlib.redirect_stderr(devnull if quiet else sys.stderr):
             return int(pytest.main(pytest_args))
     except Hung:
         return 99
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        devnull.close()
 
 
 def main() -> int:
@@ -171,6 +170,7 @@ def main() -> int:
     survivors = []
     try:
         if run_tests(where, pytest_args, args.timeout) != 0:
+            run_tests(where, pytest_args, args.timeout, quiet=False)
             print("the tests fail on the unmutated module: nothing to measure")
             return 2
         for number, (index, what) in enumerate(found, start=1):

@@ -302,3 +302,12 @@ def test_effective_instances_with_two_clusters_and_no_attempts():
 def test_the_bootstrap_default_seed_is_0():
     baseline, other = _outcomes()
     assert paired_bootstrap(baseline, other) == paired_bootstrap(baseline, other, seed=0)
+
+
+def test_mcnemar_power_refuses_a_difference_beyond_the_discordance():
+    from apibank_bench.runs.stats import mcnemar_power
+
+    for psi, delta in [(0.2, 0.3), (1.5, 0.5), (0.2, -0.1)]:
+        with pytest.raises(ValueError):
+            mcnemar_power(50, psi, delta)
+    assert mcnemar_power(50, 1.0, 1.0) == 1.0  # every pair discordant and lost: the test always finds it

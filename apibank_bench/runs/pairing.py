@@ -40,7 +40,7 @@ def pair_rows(baseline: list[ResultRow], other: list[ResultRow]) -> Paired:
     return Paired(base, theirs, shared, paired, errors)
 
 
-def paired_stats(ids: list[str], base: dict[str, ResultRow], other: dict[str, ResultRow], seed: int = 0) -> dict:
+def paired_stats(ids: list[str], base: dict[str, ResultRow], other: dict[str, ResultRow], seed: int) -> dict:
     """On the paired instances `ids`: each run's accuracy, the difference (other - base) with a seeded
     paired-bootstrap 95 % interval, the exact McNemar p-value, the minimum detectable difference
     (None: none detectable at 80 % power), and the instances won and lost by `other`."""
