@@ -24,6 +24,7 @@ from apibank_bench.runs.folder import FolderTaken, decide, write_record
 from apibank_bench.runs.results import PREDICTIONS, RESULTS, UNREADABLE, RunFiles, read_summary, unreadable_lines
 from apibank_bench.runs.row import ResultRow
 from apibank_bench.runs.summary import add_summary_to_json_report, table_lines
+from apibank_bench.runs.team import protocol_words
 from apibank_bench.data.tasks import get_task
 from apibank_bench.plugin.run import (STOPPED, ids_to_run, narrowing, run_config, selected_cases, selected_ids,
                                       task_id_of)
@@ -345,6 +346,9 @@ def closing_lines(cfg, summary: dict, error_reasons: Counter | None = None, widt
     """The closing table: a rule with the run's name, the table, what is incomplete, and where the results are."""
     model = summary["config"].get("model", {}).get("model", "?")
     label = "gold calls (harness self-check, no model)" if cfg.is_gold else f"{cfg.topology} / {model}"
+    protocol = protocol_words(cfg.to_dict())
+    if protocol:
+        label = f"{cfg.topology} ({protocol}) / {model}"
     lines = [f" API-Bank: {label} ".center(width, "="), *table_lines(summary)]
     for reason, count in (error_reasons or Counter()).most_common(3):
         lines.append(f"error x{count}: {reason}")

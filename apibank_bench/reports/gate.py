@@ -51,6 +51,8 @@ class Verdict:
         won, lost, p = len(overall["won"]), len(overall["lost"]), overall["mcnemar_p"]
         facts = (f"{overall['difference']:+.1%} on {overall['n']} paired instances ({won} won, {lost} lost), "
                  f"exact McNemar p = {format_p(p)}, alpha {self.alpha:g}")
+        if overall["min_detectable_difference"] is None:  # a pass that could not have failed: say so
+            facts += "; no difference is detectable at 80 % power on these instances"
         if self.worse:
             return f"apibank gate: REGRESSION: significantly worse than the baseline: {facts}"
         if lost > won:

@@ -50,6 +50,7 @@ from apibank_bench.runs.epochs import row_key, run_cases
 from apibank_bench.runs.jobs import ENDED, SUBMITTING, Ledger, claim_alive, this_process
 from apibank_bench.runs.folder import stored_settings
 from apibank_bench.runs.results import RESULTS, SUMMARY, read_summary
+from apibank_bench.runs.summary import counts_text
 
 LOG = "run.log"
 ENDPOINT_FAILED = 3  #: a cell's exit code when its endpoint command gave no endpoint (as `run`'s unreachable)
@@ -245,7 +246,7 @@ class CellJob:
 def cell_result(summary: dict | None) -> str:
     if summary is None:
         return "no results"
-    text = f"accuracy {summary['accuracy']:.1%} ({summary['correct']}/{summary['total']}), {summary['errors']} errors"
+    text = f"accuracy {summary['accuracy']:.1%} ({counts_text(summary)}), {summary['errors']} errors"
     return text + ("" if summary.get("complete") else ", INCOMPLETE")
 
 

@@ -110,3 +110,16 @@ def team_summary(rows: list[ResultRow]) -> dict | None:
         summary["vote_margin"] = {"mean": sum(margins) / len(margins),
                                   "histogram": {str(m): margins.count(m) for m in sorted(set(margins))}}
     return summary
+
+
+def protocol_words(setup: dict) -> str | None:
+    """How a team was played when not by its topology's own graph (`--team-protocol replicas`), in
+    words for the closing table, the report's setup column, the instance pages and `show`; None
+    for a single agent, the gold self-check, or a topology that ran its own graph."""
+    protocol = setup.get("team_protocol") or "topology"
+    if protocol == "topology" or setup.get("topology") in (None, "single", "agents_sdk") or setup.get("model") == "gold":
+        return None
+    if protocol == "replicas":
+        return (f"replicas protocol: {setup.get('team_size', 'N')} lone answers of its final role, voted "
+                "(not the topology's graph)")
+    return f"team protocol {protocol}"
