@@ -18,10 +18,13 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from apibank_bench.reports.html import build_report
+    from apibank_bench.runs.cost import price_table
 
     try:
-        index = build_report(args.dirs, Path(args.out), seed=settings.command_values(args, "report").seed)
-    except FileNotFoundError as exc:
+        values = settings.command_values(args, "report")
+        index = build_report(args.dirs, Path(args.out), seed=values.seed,
+                             prices=price_table(values.price, values.price_file))
+    except (FileNotFoundError, ValueError) as exc:
         print(f"apibank-bench report: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {index}")
