@@ -37,9 +37,11 @@ def scored_turns(turns: list[dict], score: Callable[[str | None], object]) -> li
         if answer not in verdicts:
             verdicts[answer] = score(answer)
         verdict = verdicts[answer]
-        scored.append({"role": turn.get("role"), "round": turn.get("round", 0), "index": turn.get("index", 0),
-                       "model": turn.get("model", ""),  # the model that answered (a model per role: --model-role)
-                       "correct": bool(verdict.correct), "stage": Stage(verdict.stage).value})  # plain JSON
+        entry = {"role": turn.get("role"), "round": turn.get("round", 0), "index": turn.get("index", 0),
+                 "correct": bool(verdict.correct), "stage": Stage(verdict.stage).value}  # plain JSON
+        if turn.get("model"):  # the model that answered (a model per role: --model-role); old traces have none
+            entry["model"] = turn["model"]
+        scored.append(entry)
     return scored
 
 
