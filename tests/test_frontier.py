@@ -57,7 +57,7 @@ def test_a_sweep_of_role_assignments_marks_the_frontier_and_classes_the_rest(mix
     assert summary["cost"]["per_correct"] == pytest.approx((18 * 1 + 18 * 100) / 1e6)
     markdown = (out / SWEEP_MD).read_text()
     section = markdown[markdown.index("## Accuracy–cost frontier"):]
-    lines = {line.split(" | ")[0].lstrip("| "): line for line in section.splitlines() if line.startswith("| team_size=")}
+    lines = {line.split(" | ")[1]: line for line in section.splitlines() if line.startswith("| ") and "team_size=" in line}
     assert len(lines) == 4
     assert "on the frontier" in lines["team_size=2, model_role=-"]
     assert "on the frontier" in lines["team_size=2, model_role=final=B"]

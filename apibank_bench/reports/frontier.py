@@ -141,14 +141,19 @@ def cost_text(value: float | None, interval: tuple[float, float] | None) -> str:
     return f"{value:.4g}" + (f" [{interval[0]:.4g}, {interval[1]:.4g}]" if interval else "")
 
 
+def ordered(result: dict[str, Any]) -> list[Point]:
+    """The points in order of cost, then accuracy (those without a cost last): the table's and the plot's numbers."""
+    return sorted(result["points"], key=lambda p: (p.cost is None, p.cost or 0, -p.accuracy))
+
+
 def rows(result: dict[str, Any]) -> list[list[str]]:
-    """The frontier table: configuration, accuracy [95 %], cost [95 %], status, against, why."""
-    return [[p.name, f"{p.accuracy:.1%} [{p.accuracy_95[0]:.3f}, {p.accuracy_95[1]:.3f}]",
+    """The frontier table: number, configuration, accuracy [95 %], cost [95 %], status, against, why."""
+    return [[str(number), p.name, f"{p.accuracy:.1%} [{p.accuracy_95[0]:.3f}, {p.accuracy_95[1]:.3f}]",
              cost_text(p.cost, p.cost_95), p.status, p.against or "—", p.reason or "—"]
-            for p in sorted(result["points"], key=lambda p: (p.cost is None, p.cost or 0, -p.accuracy))]
+            for number, p in enumerate(ordered(result), start=1)]
 
 
-HEADER = ["configuration", "accuracy [95% Wilson]", "cost per instance [95%]", "frontier", "judged against", "why"]
+HEADER = ["#", "configuration", "accuracy [95% Wilson]", "cost per instance [95%]", "frontier", "judged against", "why"]
 
 
 def neighbour_lines(result: dict[str, Any]) -> list[str]:
@@ -178,11 +183,12 @@ def markdown(result: dict[str, Any]) -> str:
 
 def plot(result: dict[str, Any]) -> bytes | None:
     """Accuracy against cost with both intervals; the frontier drawn as a step line."""
-    from apibank_bench.reports.plots import _legend, _png, plt
+    from apibank_bench.reports.plots import _png, plt
 
     points = [p for p in result["points"] if p.cost is not None]
     if not points:
         return None
+    number = {p.name: index for index, p in enumerate(ordered(result), start=1)}
     fig, ax = plt.subplots(figsize=(8, 4.8))
     markers = {ON: ("o", "#1b9e77"), DOMINATED: ("x", "#d95f02"), INDISTINCT: ("s", "#7570b3")}
     for status, (marker, color) in markers.items():
@@ -195,14 +201,14 @@ def plot(result: dict[str, Any]) -> bytes | None:
                 [max(0.0, p.accuracy_95[1] - p.accuracy) for p in chosen]]
         ax.errorbar([p.cost for p in chosen], [p.accuracy for p in chosen], xerr=xerr, yerr=yerr, fmt=marker,
                     color=color, capsize=3, label=status)
-        for p in chosen:
-            ax.annotate(p.name.replace("$", r"\$"), (p.cost, p.accuracy), textcoords="offset points",
-                        xytext=(5, 5), fontsize="x-small")
+        for p in chosen:  # the table's number: names are long, and points of one accuracy would overprint them
+            ax.annotate(str(number[p.name]), (p.cost, p.accuracy), textcoords="offset points", xytext=(5, 5),
+                        fontsize="small")
     on = [p for p in points if p.status == ON]
     ax.step([p.cost for p in on], [p.accuracy for p in on], where="post", color="#1b9e77", label="frontier")
     ax.set_xlabel(f"cost per instance ({result['unit']}, 95% bootstrap interval)")
     ax.set_ylabel("accuracy (95% Wilson interval)")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
-    _legend(ax)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=4, fontsize="small")  # below: labels stay clear
     return _png(fig)

@@ -301,7 +301,7 @@ def frontier_section(runs: list[Run], seed: int, prices) -> str:
     listed = ("<p>Neighbours on the frontier (paired, as <code>compare</code>):</p><ul>"
               + "".join(f"<li>{escape(line)}</li>" for line in neighbours) + "</ul>") if neighbours else ""
     return (intro + _image(frontier.plot(result), "accuracy-cost frontier")
-            + f'<div id="frontier">{_table(frontier.HEADER, frontier.rows(result))}</div>' + listed)
+            + f'<div id="frontier">{_table(frontier.HEADER, frontier.rows(result), name_columns=2)}</div>' + listed)
 
 
 def recorded_prices(runs: list[Run]):
