@@ -65,6 +65,23 @@ def test_centralized_team_asks_its_manager_on_b_and_its_workers_on_a(tmp_path):
     assert sum(part["requests"] for part in summary["endpoints"].values()) == 4 * len(IDS)
 
 
+@pytest.mark.parametrize("args,to_a,to_b", [
+    # Agents SDK agents: the SDK builds the request (with tools), the role's client sends it.
+    (("--apibank-topology", "centralized", "--apibank-agent-kind", "sdk"), 3, 1),
+    # The reference's replicas protocol: N replicas of the final role (the manager), every one on B.
+    (("--apibank-topology", "centralized", "--apibank-team-protocol", "replicas"), 0, 4),
+    (("--apibank-topology", "sequential"), 3, 1),  # the verifier, the last stage, answers
+])
+def test_the_final_role_asks_b_for_every_kind_and_protocol(tmp_path, args, to_a, to_b):
+    with OpenAIStub(default=wrong) as a, OpenAIStub(default=gold) as b:
+        run = run_two(tmp_path, a, "--apibank-team-size", "4", "--apibank-model-role", f"final=B@{b.url}", *args)
+    assert run.returncode == 0, run.stdout[-3000:]  # B's answer is the team's, and B answers right
+    assert Counter(body["model"] for body in a.chat_requests) == ({"A": to_a * len(IDS)} if to_a else {})
+    assert Counter(body["model"] for body in b.chat_requests) == {"B": to_b * len(IDS)}
+    if "sdk" in args:
+        assert all(body.get("tools") for body in b.chat_requests)
+
+
 def test_one_debater_on_another_model_asks_it_there_every_round(tmp_path):
     with OpenAIStub(default=wrong) as a, OpenAIStub(default=wrong) as b:
         run = run_two(tmp_path, a, "--apibank-topology", "decentralized", "--apibank-team-size", "4",
