@@ -205,3 +205,13 @@ def test_the_embedded_model_answers_one_agent_beside_a_remote_endpoint(tmp_path)
     assert turns[1]["completion_tokens"] > 0 and not turns[1]["error"]  # the embedded model answered
     roles = summary_of(tmp_path)["config"]["model"]["role_models"]
     assert roles["solver#1"]["server_kind"] == "llama.cpp" and roles["solver#1"]["base_url"] == "embedded llama.cpp server"
+
+
+def test_optimize_takes_role_models_and_refuses_an_unknown_role_before_any_request(tmp_path, capsys):
+    with OpenAIStub(default=wrong) as a:
+        code = cli.main(["optimize", "--method", "gepa", "--topology", "centralized", "--team-size", "4",
+                         "--out", str(tmp_path / "job"), "--base-url", a.url, "--model", "A", "--allow-any-cell",
+                         "--model-role", "boss=B"])
+    error = capsys.readouterr().err
+    assert code == 2 and "no role 'boss'" in error and "manager, inspector_worker" in error
+    assert not a.chat_requests and not (tmp_path / "job").exists()
