@@ -5,6 +5,9 @@ model is refused by name; the cache never answers one model's request with anoth
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from collections import Counter
 from importlib.util import find_spec
 
@@ -63,6 +66,9 @@ def test_centralized_team_asks_its_manager_on_b_and_its_workers_on_a(tmp_path):
     assert "models per role: manager B, inspector_worker A" in run.stdout
     assert "tokens per model: A 162 (9 turns), B 54 (3 turns)" in run.stdout
     assert sum(part["requests"] for part in summary["endpoints"].values()) == 4 * len(IDS)
+    shown = subprocess.run([sys.executable, "-m", "apibank_bench", "show", IDS[0], "--out-dir", str(tmp_path / "run")],
+                           capture_output=True, text=True).stdout
+    assert re.search(r"manager #3 \(round 1, [^)]*model B\)", shown) and re.search(r"caller_worker #1 [^\n]*model A\)", shown)
 
 
 @pytest.mark.parametrize("args,to_a,to_b", [
