@@ -21,7 +21,7 @@ MODEL_FIELDS = ("id", "root", "parent", "owned_by", "max_model_len", "meta")
 
 def needs_local_server(cfg: RunConfig) -> bool:
     """Whether the run asks the embedded model: `--model` without `--base-url`, or a role's `embedded`."""
-    from apibank_bench.agents.team_models import EMBEDDED, assignments
+    from apibank_bench.agents.model_roles import EMBEDDED, assignments
 
     return not cfg.is_gold and (not cfg.base_url or any(a.model == EMBEDDED for a in assignments(cfg)))
 
@@ -66,8 +66,8 @@ def model_client(cfg: RunConfig, local_url: Callable[[], str] | None) -> "TeamMo
 
     One client for `--model` and one per other model and endpoint a role is given (`--model-role`); they
     share the default client's circuit breaker. An unknown role is a ValueError (a usage error)."""
-    from apibank_bench.agents.team_models import EMBEDDED, TeamModels, assignments, check_assignments, \
-        topology_roles
+    from apibank_bench.agents.model_roles import EMBEDDED, assignments, check_assignments, topology_roles
+    from apibank_bench.agents.team_models import TeamModels
 
     if cfg.is_gold:
         return None
@@ -174,7 +174,7 @@ def describe_model(cfg: RunConfig, models: Any = None) -> dict:
 def describe_roles(cfg: RunConfig) -> dict:
     """With `--model-role`: the model of every role (`models_by_role`) and, per assignment, its model, endpoint
     and server kind (decided from that endpoint's own `/models`, as the run's client decided it)."""
-    from apibank_bench.agents.team_models import EMBEDDED, assignments, topology_roles
+    from apibank_bench.agents.model_roles import EMBEDDED, assignments, topology_roles
 
     given = assignments(cfg)
     if not given:

@@ -80,7 +80,7 @@ class GivenSettings:
 def check_before_start(cfg) -> None:
     """What `run` can refuse before pytest starts, in the words of `run`'s flags."""
     from apibank_bench.agents.models import model_config
-    from apibank_bench.agents.team_models import check_assignments
+    from apibank_bench.agents.model_roles import check_assignments
     from apibank_bench.runs.cost import price_table
     from apibank_bench.data.manifests import select
 

@@ -177,7 +177,7 @@ def plan(cell: Cell) -> None:
             values = effective(cell.given)
             cell.cfg = settings.resolve(lambda s: values.get(s.name))
             if not cell.cfg.is_gold:
-                from apibank_bench.agents.team_models import check_assignments
+                from apibank_bench.agents.model_roles import check_assignments
 
                 check_assignments(cell.cfg)  # a role the cell's topology does not have
         except ValueError as exc:
