@@ -45,19 +45,23 @@ def summary_of(folder) -> dict:
 
 
 def test_centralized_team_asks_its_manager_on_b_and_its_workers_on_a(tmp_path):
-    with OpenAIStub(default=wrong) as a, OpenAIStub(default=gold) as b:
+    with OpenAIStub(default=wrong) as a, OpenAIStub(default=gold, owned_by="vllm") as b:
         run = run_two(tmp_path, a, "--apibank-topology", "centralized", "--apibank-team-size", "4",
                       "--apibank-model-role", f"final=B@{b.url}")
     assert run.returncode == 0, run.stdout[-3000:]
     # One request per instance to B, with model B; three to A (the workers), with model A.
     assert [body["model"] for body in b.chat_requests] == ["B"] * len(IDS)
     assert Counter(body["model"] for body in a.chat_requests) == {"A": 3 * len(IDS)}
+    # The server kind is each endpoint's own: B says vLLM and gets its sampling fields, A (a hosted API) none.
+    assert all(body["repetition_penalty"] == 1.05 for body in b.chat_requests)
+    assert not any("repetition_penalty" in body or "chat_template_kwargs" in body for body in a.chat_requests)
     summary = summary_of(tmp_path / "run")
     assert summary["accuracy"] == 1.0  # the manager (B) answers right: its answer is the team's
     model = summary["config"]["model"]
     assert model["models_by_role"] == {"manager": "B", "inspector_worker": "A", "caller_worker": "A",
                                        "validator_worker": "A"}
-    assert model["role_models"]["final"]["model"] == "B"
+    assert model["role_models"]["final"]["model"] == "B" and model["role_models"]["final"]["server_kind"] == "vllm"
+    assert model["server_kind"] == "openai"
     assert summary["config"]["run"]["model_role"] == ["final=B"]  # the endpoint is operational, as --base-url
     assert {name: part["turns"] for name, part in summary["tokens_by_model"].items()} == {"A": 9, "B": 3}
     assert summary["team"]["by_model"]["B"]["accuracy"] == 1.0 and summary["team"]["by_model"]["A"]["accuracy"] == 0

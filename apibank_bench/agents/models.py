@@ -77,10 +77,11 @@ def model_client(cfg: RunConfig, local_url: Callable[[], str] | None) -> "TeamMo
     by_role = {}
     for given in assignments(cfg):
         local = local_url() if given.model == EMBEDDED else None
-        # A role's own endpoint is its own deployment: `--deployment` names `--base-url`'s.
-        role_cfg = dataclasses.replace(cfg, model="" if local else given.model, deployment=None if given.base_url
-                                       or local else cfg.deployment,
-                                       base_url=[] if local else [given.base_url] if given.base_url else cfg.base_url)
+        if local:
+            role_cfg = dataclasses.replace(cfg, model="", base_url=[], deployment=None)
+        else:  # a role's own endpoint is its own deployment: `--deployment` names `--base-url`'s
+            role_cfg = dataclasses.replace(cfg, model=given.model, base_url=[given.base_url] if given.base_url
+                                           else cfg.base_url, deployment=None if given.base_url else cfg.deployment)
         key = (role_cfg.model or LOCAL_MODEL, tuple([local] if local else role_cfg.base_url))
         if key not in clients:
             clients[key] = single_client(role_cfg, local, breaker=default.breaker)
