@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the stand-in, as the tests import it
 
-from apibank_bench.data.manifests import manifest_ids  # noqa: E402
-from openai_stub import OpenAIStub, Reply  # noqa: E402
-from test_run_reliability import task_of  # noqa: E402
+from apibank_bench.data.manifests import manifest_ids
+from openai_stub import OpenAIStub, Reply
+from test_run_reliability import task_of
 
 IDS = manifest_ids("all")[:6]
 RIGHT_ON = {"big": 5, "small": 2}  #: each model answers the first N instances of IDS right

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import warnings
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from apibank_bench.llm import ChatClient, ModelConfig
 from apibank_bench.llm.config import server_kind_of
@@ -13,6 +13,9 @@ from apibank_bench.llm.local_server import LOCAL_MODEL  # the embedded default: 
 from apibank_bench.llm.probe import probe_models
 from apibank_bench.core.redact import redact
 from apibank_bench.core.settings import RunConfig, flag
+
+if TYPE_CHECKING:
+    from apibank_bench.agents.team_models import TeamModels
 
 #: What of a `/models` entry identifies the model served (not `created`, which some servers set to
 #: the time of asking, nor vLLM's per-request `permission` IDs).
