@@ -31,14 +31,17 @@ def missing_runs(dirs: list[str]) -> list[str]:
 
 def run(args) -> int:
     from apibank_bench.reports.html import build_report
+    from apibank_bench.runs.cost import price_table
 
     problems = missing_runs(args.dirs)
     if problems:
         print(f"apibank-bench report: refused: {'; '.join(problems)}", file=sys.stderr)
         return 2
     try:
-        index = build_report(args.dirs, Path(args.out), seed=settings.command_values(args, "report").seed)
-    except FileNotFoundError as exc:
+        values = settings.command_values(args, "report")
+        index = build_report(args.dirs, Path(args.out), seed=values.seed,
+                             prices=price_table(values.price, values.price_file))
+    except (FileNotFoundError, ValueError) as exc:
         print(f"apibank-bench report: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {index}")

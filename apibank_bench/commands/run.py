@@ -83,12 +83,17 @@ class GivenSettings:
 
 def check_before_start(cfg) -> None:
     """What `run` can refuse before pytest starts, in the words of `run`'s flags."""
-    from apibank_bench.agents.models import model_config, needs_local_server
+    from apibank_bench.agents.models import model_config
+    from apibank_bench.agents.model_roles import check_assignments
+    from apibank_bench.runs.cost import price_table
     from apibank_bench.data.manifests import select
 
     select(cfg.level, None, cfg.offset, cfg.only or None)  # an unknown --only ID: where the valid ones are
-    if not cfg.is_gold and not needs_local_server(cfg):
+    if not cfg.is_gold and cfg.base_url:
         model_config(cfg)  # an endpoint without a model name
+    if not cfg.is_gold:
+        check_assignments(cfg)  # a --model-role for a role the topology does not have
+    price_table(cfg.price, cfg.price_file)  # a price file without its date, or unreadable
 
 
 def run_benchmark(args) -> int:

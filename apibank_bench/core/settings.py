@@ -82,6 +82,51 @@ def parse_json_object(text: Any) -> dict:
     return value
 
 
+#: `ROLE=MODEL` or `ROLE=MODEL@BASE_URL` (the URL starts at the first `@http`; a model name may hold `@`).
+_MODEL_ROLE = re.compile(r"^(?P<role>[A-Za-z_][\w#]*)=(?P<model>[^@\s]+(?:@(?!https?://)[^@\s]+)*)(?:@(?P<url>https?://\S+))?$")
+#: An alternative of a sweep's `--model-role` axis that assigns no role a model of its own.
+NO_ROLE_MODELS = "-"
+
+
+def parse_model_roles(text: Any) -> list[str]:
+    """`--model-role ROLE=MODEL[@BASE_URL]`, repeatable (or several in one value, comma or space separated):
+    the assignments, checked for form (which roles exist is the topology's business: agents/team_models.py).
+    `-` alone is no assignment (a sweep axis's all-`--model` alternative)."""
+    items = [item for item in parse_list(text) if item != NO_ROLE_MODELS]
+    roles = []
+    for item in items:
+        match = _MODEL_ROLE.match(item)
+        if not match:
+            raise ValueError(f"expected ROLE=MODEL or ROLE=MODEL@BASE_URL, got {item!r}")
+        roles.append(match["role"])
+    repeated = sorted({role for role in roles if roles.count(role) > 1})
+    if repeated:
+        raise ValueError(f"a role is given two models: {', '.join(repeated)}")
+    return [item.rstrip("/") for item in items]
+
+
+def model_role_parts(item: str) -> tuple[str, str, str | None]:
+    """One checked assignment as (role, model, base URL or None: `--base-url`'s)."""
+    match = _MODEL_ROLE.match(item)
+    assert match, item
+    return match["role"], match["model"], match["url"]
+
+
+def parse_prices(text: Any) -> list[str]:
+    """`--price MODEL=INPUT/OUTPUT` (per million tokens), repeatable: checked for form, kept as given."""
+    items = parse_list(text)
+    for item in items:
+        model, _, pair = item.rpartition("=")
+        prices = pair.split("/")
+        try:
+            ok = bool(model) and len(prices) == 2 and all(float(price) >= 0 for price in prices)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"expected MODEL=INPUT/OUTPUT (prices per million tokens), got {item!r}")
+    return items
+
+
 def _at_least(minimum: int, kind: Callable[[Any], Any] = int) -> Callable[[Any], Any]:
     def parse(text: Any) -> Any:
         value = kind(text)
@@ -130,6 +175,7 @@ class Setting:
     commands: tuple[str, ...] = RUN_COMMANDS  #: the `apibank-bench` commands that take it as `--NAME`
     of_run: bool = True  #: a setting of a benchmark run: a RunConfig field, a pytest option and an ini key
     short: str | None = None  #: a one-letter flag besides `--NAME` (`-n`, pytest-xdist's own)
+    repeat: bool = False  #: a list setting whose flag may be given again, each time adding (`--model-role`)
 
     def __post_init__(self) -> None:
         assert self.role in ROLES, f"{self.name}: role {self.role!r} is not one of {ROLES}"
@@ -153,7 +199,7 @@ class Setting:
 
     @property
     def many(self) -> bool:
-        return self.parse in (parse_list, parse_urls)
+        return self.repeat or self.parse in (parse_list, parse_urls)
 
     def allowed(self) -> tuple[str, ...] | None:
         if isinstance(self.choices, str):
@@ -276,6 +322,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("deployment", "the name the response cache keeps this endpoint's answers under; endpoints given the "
             "same name share answers", group="model", role=_OP,
             default_text="the addresses, the model name and what `/models` says about it"),
+    Setting("model_role", "`ROLE=MODEL` or `ROLE=MODEL@BASE_URL`, repeatable: the model (and endpoint) of one role "
+            "of the topology, as traces and `show` name it (`manager`, `caller_worker`, `debater`, one agent as "
+            "`debater#1`), or `final`, the role whose answer is scored; MODEL `embedded` is the embedded model; "
+            "roles not named use `--model` (`sweep`: `;` between an axis's alternatives, `-` for none)",
+            parse_model_roles, [], group="model", repeat=True, default_text="-", commands=_TEAM),
+    Setting("price", "`MODEL=INPUT/OUTPUT`, repeatable: the price of a million input and of a million output "
+            "tokens of a model; with prices a run's cost is money, without them tokens (no price is built in)",
+            parse_prices, [], group="model", repeat=True, role=_OP, default_text="-", commands=(*_RUN, "report")),
+    Setting("price_file", "a JSON price table `{\"date\": \"YYYY-MM-DD\", \"prices\": {\"MODEL\": [INPUT, OUTPUT]}}` "
+            "(per million tokens; prices change, so it names its date); `--price` entries win",
+            group="model", role=_OP, commands=(*_RUN, "report")),
     # settings of one command, not of a benchmark run
     Setting("workers", "pytest-xdist worker processes (e.g. 2 or auto); per cell for `sweep`", short="-n",
             role=_OP, of_run=False),
@@ -350,7 +407,8 @@ def differences(recorded: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[
     found: dict[str, list[str]] = {MEASUREMENT: [], SELECTION: []}
     for setting in RUN_SETTINGS:
         name = setting.name
-        if setting.role != OPERATIONAL and name in wanted and recorded.get(name) != wanted[name]:
+        # A setting a run recorded before it existed had its default then (`--model-role`: none).
+        if setting.role != OPERATIONAL and name in wanted and recorded.get(name, setting.default) != wanted[name]:
             found[setting.role].append(name)
     return found
 
@@ -412,6 +470,8 @@ class _Base:
 
         values = {s.name: getattr(self, s.name) for s in RUN_SETTINGS if not s.secret}
         values["base_url"] = [redact(url) for url in self.base_url]
+        # What a role's model measures is the model; where it answered is operational, as `base_url` is.
+        values["model_role"] = sorted("=".join(model_role_parts(item)[:2]) for item in self.model_role)
         return values
 
     def to_record(self) -> dict[str, Any]:
@@ -644,7 +704,8 @@ def add_pytest_options(parser) -> None:
                             dest=setting.dest, help=f"turn off: {setting.help}")
         else:
             group.addoption(setting.option, dest=setting.dest, default=None,
-                            nargs="+" if setting.many else None, help=setting.help)
+                            nargs="+" if setting.many else None, help=setting.help,
+                            **({"action": "extend"} if setting.repeat else {}))
         parser.addini(setting.dest, setting.help, default=None)
 
 
@@ -670,7 +731,8 @@ def add_command_flags(parser, command: str, skip: Iterable[str] = ()) -> None:
                                                         help=setting.help)
         else:
             action = groups[setting.group].add_argument(*names, default=None, nargs="+" if setting.many else None,
-                                                        help=setting.help, metavar=setting.name.upper())
+                                                        help=setting.help, metavar=setting.name.upper(),
+                                                        **({"action": "extend"} if setting.repeat else {}))
         setattr(action, FROM_TABLE, setting.name)
 
 

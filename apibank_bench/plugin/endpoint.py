@@ -32,7 +32,8 @@ class EndpointPlugin:
         client = self.config.stash.get(MODEL, None)
         if client is None:
             return {}
-        return {redact(url): counts for url, counts in client.router.snapshot().items()}
+        counts = client.endpoint_counts() if hasattr(client, "endpoint_counts") else client.router.snapshot()
+        return {redact(url): part for url, part in counts.items()}
 
     def endpoint_counts(self) -> dict:
         """The run's requests per endpoint: this process's and its workers'."""

@@ -321,9 +321,9 @@ def model_activity(client) -> dict:
     if client is None:
         return {}
     activity = {}
-    limiter = getattr(client, "limiter", None)
-    if limiter is not None:
-        activity["in_flight"] = limiter.active
+    limiters = [getattr(one, "limiter", None) for one in getattr(client, "clients", [client])]  # a model per role
+    if limiters and None not in limiters:
+        activity["in_flight"] = sum(limiter.active for limiter in limiters)
     if isinstance(getattr(client, "waiting", None), int):  # the model layer's count of requests between retries
         activity["waiting"] = client.waiting
     stats = client.stats.snapshot() if hasattr(client, "stats") else {}

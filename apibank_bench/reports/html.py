@@ -302,7 +302,41 @@ def copy_traces(runs: list[Run], out: Path) -> list[str]:
     return folders
 
 
-def build_report(paths: list, out: Path, seed: int = 0) -> Path:
+def frontier_section(runs: list[Run], seed: int, prices) -> str:
+    """The accuracy–cost frontier: the plot (the frontier a step line), the table and the neighbours' comparisons."""
+    from apibank_bench.reports import frontier
+
+    result = frontier.frontier(runs, prices, seed)
+    table = result["price_table"]
+    intro = (f"<p>Cost: {escape(result['unit'])} per instance"
+             + (f" (prices of {escape(table['date'] or 'the command line')})" if table else "")
+             + f". Off the frontier, a configuration is <em>dominated</em> when a frontier configuration is "
+               f"significantly more accurate (paired, exact McNemar at alpha {result['alpha']:g}, as the gate "
+               "decides) or significantly cheaper (paired bootstrap) on the instances they share; else it is "
+               "<em>not distinguishable from the frontier</em>.</p>")
+    neighbours = frontier.neighbour_lines(result)
+    listed = ("<p>Neighbours on the frontier (paired, as <code>compare</code>):</p><ul>"
+              + "".join(f"<li>{escape(line)}</li>" for line in neighbours) + "</ul>") if neighbours else ""
+    return (intro + _image(frontier.plot(result), "accuracy-cost frontier")
+            + f'<div id="frontier">{_table(frontier.HEADER, frontier.rows(result), name_columns=2)}</div>' + listed)
+
+
+def recorded_prices(runs: list[Run]):
+    """The price table every run recorded (`--price`, `--price-file`), if they all recorded the same one."""
+    from apibank_bench.runs.cost import price_table
+
+    given = {json.dumps([(r.config.get("run") or {}).get(name) for name in ("price", "price_file")]) for r in runs}
+    if len(given) != 1:
+        return None
+    prices, price_file = json.loads(given.pop())
+    try:
+        return price_table(prices or (), price_file)
+    except ValueError:
+        return None
+
+
+def build_report(paths: list, out: Path, seed: int = 0, prices=None) -> Path:
+    """The report's index.html; `prices` (a runs.cost.PriceTable) makes the frontier's cost money, else tokens."""
     from apibank_bench.reports import plots
 
     runs = find_runs(paths)
@@ -325,6 +359,7 @@ def build_report(paths: list, out: Path, seed: int = 0) -> Path:
     if any(s.get("team") for s in summaries):
         sections.append(("Every agent scored: team, oracle and aggregation", team_table(runs, summaries)))
     if len(runs) > 1:
+        sections.append(("Accuracy–cost frontier", frontier_section(runs, seed, prices or recorded_prices(runs))))
         sections.append((f"Paired comparisons with {runs[0].name} (seed {seed})",
                          comparisons_table(compare_runs(runs, seed, force=True))))
     pages = instance_pages(runs, out, copy_traces(runs, out))

@@ -100,6 +100,8 @@ def _turn_head(number: int, turn: dict) -> str:
              "tokens", f"{turn.get('latency_s') or 0:.2f} s"]
     if turn.get("cached"):
         facts.append("from the cache")
+    if turn.get("model"):  # the model that answered (a model per role: --model-role)
+        facts.append(f"model {turn['model']}")
     return f"turn {number}: {turn.get('role', '?')} #{turn.get('index', 0)} ({', '.join(facts)})"
 
 

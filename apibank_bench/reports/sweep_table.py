@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Mapping
 
 from apibank_bench.core.files import write_atomic
-from apibank_bench.runs.sweep import Cell, status
+from apibank_bench.runs.sweep import Cell, axis_label, status
 
 SWEEP_CSV, SWEEP_MD, SEEDS_CSV = "sweep.csv", "sweep.md", "sweep_seeds.csv"
 
@@ -18,6 +18,11 @@ CELL_COLUMNS = ["tokens", "tokens_per_instance", "instances_missing_usage", "wal
 #: A cell of several epochs: its attempts ((instance, epoch) rows; `n` counts instances) and its spread
 #: across the epochs' seeds (runs.epochs). `epochs` is left out when it is an axis (it is then already a column).
 EPOCH_COLUMNS = ["epochs", "attempts", "epoch_accuracies", "sd_over_epochs", "flip_rate"]
+
+
+def shown_values(cell: Cell) -> dict[str, str]:
+    """A cell's axis values as its tables show them (a role's model without its endpoint)."""
+    return {name: axis_label(name, value) for name, value in cell.values.items()}
 
 
 def levels_of(cells: list[Cell]) -> list[str]:
@@ -41,7 +46,7 @@ def cell_rows(cells: list[Cell]) -> list[dict]:
     """The long table: per cell an `overall` row (with the cell's tokens and wall time) and one per level."""
     rows = []
     for cell in cells:
-        base = {"folder": cell.path.name, **cell.values}  # an `epochs` axis value is replaced by the count run
+        base = {"folder": cell.path.name, **shown_values(cell)}  # an `epochs` axis value is replaced by the count run
         summary = cell.summary
         if summary is None:
             rows.append({**base, "level": "overall", "status": status(cell)})
@@ -118,11 +123,11 @@ def cells_markdown(axes: Mapping[str, list[str]], cells: list[Cell], rows: list[
         parts = by_cell[cell.path.name]
         overall = parts["overall"]
         if cell.summary is None:
-            lines.append([*cell.values.values(), overall["status"], *["—"] * (len(header) - len(axes) - 1)])
+            lines.append([*shown_values(cell).values(), overall["status"], *["—"] * (len(header) - len(axes) - 1)])
             continue
         per_instance = overall.get("tokens_per_instance")
         wall = overall.get("wall_time_s")
-        lines.append([*cell.values.values(), overall["status"], _accuracy_text(overall),
+        lines.append([*shown_values(cell).values(), overall["status"], _accuracy_text(overall),
                       *(_accuracy_text(parts[level]) if level in parts else "—" for level in levels),
                       "—" if per_instance is None else f"{per_instance:.0f}",
                       "—" if wall is None else f"{wall:.1f} s", *([_spread(overall)] if repeats else [])])
@@ -161,8 +166,22 @@ def seeds_markdown(axes: Mapping[str, list[str]], rows: list[dict]) -> str:
     return _markdown(header, [[*key, *(text(parts.get(level)) for level in levels)] for key, parts in groups.items()])
 
 
-def write_tables(out: Path, axes: Mapping[str, list[str]], cells: list[Cell]) -> str:
-    """sweep.csv, sweep.md (and sweep_seeds.csv when seed is an axis); returns the Markdown."""
+def frontier_markdown(cells: list[Cell], prices=None) -> str:
+    """The accuracy–cost frontier over the cells that have results (reports/frontier.py), or "" under two."""
+    from apibank_bench.reports import frontier
+    from apibank_bench.reports.compare import load_run
+    from apibank_bench.runs.results import RESULTS
+
+    ran = [cell for cell in cells if cell.summary and (cell.path / RESULTS).is_file()]
+    if len(ran) < 2:
+        return ""
+    runs = [load_run(cell.path, cell.label) for cell in ran]
+    return f"\n## Accuracy–cost frontier\n\n{frontier.markdown(frontier.frontier(runs, prices))}\n"
+
+
+def write_tables(out: Path, axes: Mapping[str, list[str]], cells: list[Cell], prices=None) -> str:
+    """sweep.csv, sweep.md (and sweep_seeds.csv when seed is an axis); returns the Markdown. With two cells
+    or more that have results, sweep.md marks the accuracy–cost frontier (`prices`: a runs.cost.PriceTable)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rows = cell_rows(cells)
@@ -175,5 +194,6 @@ def write_tables(out: Path, axes: Mapping[str, list[str]], cells: list[Cell]) ->
         write_atomic(out / SEEDS_CSV, to_csv(seeds, [*others, "level", "seeds", "all_complete", "mean_accuracy",
                                                      "sd_accuracy", "min_accuracy", "max_accuracy", "accuracies"]))
         markdown += f"\n## Accuracy over seeds {', '.join(axes['seed'])}\n\n{seeds_markdown(axes, seeds)}\n"
+    markdown += frontier_markdown(cells, prices)
     write_atomic(out / SWEEP_MD, markdown)
     return markdown

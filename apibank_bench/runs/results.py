@@ -261,7 +261,16 @@ def summarize(rows: list[ResultRow], config: dict | None = None, wall_time_s: fl
     (default: all of them), less those deselected on purpose."""
     from apibank_bench.runs.summary import read_traces, summarize_rows
 
-    summary = summarize_rows(rows, read_traces(trace_dir))
+    traces = read_traces(trace_dir)
+    summary = summarize_rows(rows, traces)
+    if traces:
+        from apibank_bench.runs.cost import cost_summary, price_table
+
+        run = (config or {}).get("run") or {}
+        try:
+            summary["cost"] = cost_summary(traces, price_table(run.get("price") or (), run.get("price_file")))
+        except ValueError as exc:  # a price file gone bad since the run started: the rest of the summary stands
+            summary["cost"] = {"error": str(exc)}
     if selected is not None:
         summary["selected"] = selected
         summary["not_run"] = max(selected - len(rows), 0) if not_run is None else not_run

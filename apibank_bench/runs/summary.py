@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterable
 
+from apibank_bench.runs.cost import tokens_by_model
 from apibank_bench.runs.epochs import correct_epochs, epoch_summary
 from apibank_bench.runs.stats import clustered_wilson, ratio_bootstrap
 from apibank_bench.runs.team import team_summary
@@ -210,6 +211,7 @@ def summarize_rows(rows: list[ResultRow], traces: Iterable[dict] = ()) -> dict:
         "tokens": {"prompt_tokens": tokens["prompt_tokens"], "completion_tokens": tokens["completion_tokens"]},
         "tokens_per_instance": tokens,
         "tokens_by_role": role_tokens(traces),
+        "tokens_by_model": tokens_by_model(traces),
         "tokens_per_correct": tokens_per_correct(rows),
         "tokens_per_correct_by_role": role_tokens_per_correct(traces),
         "cache": cache_use(traces),
@@ -271,12 +273,41 @@ def table_lines(summary: dict) -> list[str]:
     if per_correct.get("tokens_per_correct") is not None and per_correct.get("tokens"):
         lines.append(f"tokens per correct answer: {per_correct['tokens_per_correct']:.0f} "
                      f"{interval_text(per_correct['ci_95'])}")
+    lines += cost_lines(summary)
     lines += epoch_lines(summary)
     lines += team_lines(summary.get("team"))
     cache = summary.get("cache") or {}
     if cache.get("model_calls"):
         lines.append(f"response cache: answered {cache['answered_by_cache']} of {cache['model_calls']} model calls "
                      "(no request sent)")
+    return lines
+
+
+def cost_lines(summary: dict) -> list[str]:
+    """Models per role (`--model-role`), tokens per model, and the money cost per correct answer (`--price`)."""
+    lines = []
+    model = (summary.get("config") or {}).get("model") or {}
+    if model.get("models_by_role"):
+        lines.append("models per role: " + ", ".join(f"{role} {name}" for role, name in model["models_by_role"].items()))
+    by_model = summary.get("tokens_by_model") or {}
+    if len(by_model) > 1 or model.get("models_by_role"):
+        lines.append("tokens per model: " + ", ".join(f"{name} {part['prompt_tokens'] + part['completion_tokens']}"
+                                                     f" ({part['turns']} turns)" for name, part in by_model.items()))
+        roles = summary.get("tokens_by_role") or {}
+        lines.append("tokens per role: " + ", ".join(f"{role} {part['prompt_tokens'] + part['completion_tokens']}"
+                                                    for role, part in roles.items()))
+    cost = summary.get("cost") or {}
+    table = cost.get("price_table")
+    if table:
+        interval = cost.get("ci_95")
+        high = "unbounded" if cost.get("upper_unbounded") else (f"{interval[1]:.4g}" if interval else "-")
+        shown = "-" if cost.get("per_correct") is None else f"{cost['per_correct']:.4g}"
+        low = f"{interval[0]:.4g}" if interval else "-"
+        lines.append(f"cost {cost['total']:.4g} (prices of {table['date'] or 'the command line'}); per correct answer "
+                     f"{shown} [{low}, {high}]")
+        if cost.get("models_without_price"):
+            lines.append(f"COST INCOMPLETE: no price for {', '.join(cost['models_without_price'])}; instances with "
+                         "their turns are left out of the cost")
     return lines
 
 
