@@ -97,8 +97,10 @@ class ModelConfig:
     #: What identifies the endpoint to the response cache (answers cached under one deployment are
     #: never given for another); empty: the base URLs.
     deployment: str = ""
-    #: Failed attempts in a row (no success between) after which every request stops (0 = never).
-    max_consecutive_errors: int = BY_NAME["max_consecutive_errors"].default
+    #: Seconds with no success while requests keep failing after which every request stops (0 = never).
+    down_after: float = BY_NAME["down_after"].default
+    #: Processes sending to the same endpoints at once (xdist workers): they share its queue (limit.py).
+    sharing: int = 1
 
     def __post_init__(self) -> None:
         self.base_urls = [url.strip().rstrip("/") for url in self.base_urls if url and url.strip()]
@@ -108,6 +110,8 @@ class ModelConfig:
             raise ValueError(f"server_kind must be one of {(AUTO, *SERVER_KINDS)}, got {self.server_kind!r}")
         if self.max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
+        if self.timeout <= 0:
+            raise ValueError("timeout must be > 0 seconds")
         if self.max_retries < 0:
             raise ValueError("max_retries must be >= 0")
 

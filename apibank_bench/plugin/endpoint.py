@@ -19,14 +19,15 @@ class EndpointPlugin:
         self.worker_counts: list[dict] = []  #: each finished xdist worker's requests per endpoint
 
     def own_counts(self) -> dict:
-        """This process's requests, errors and latency per endpoint (URL credentials masked)."""
+        """This process's requests, errors, latency and learned in-flight limit per endpoint (URL credentials
+        masked)."""
         from apibank_bench.core.redact import redact
         from apibank_bench.plugin.keys import MODEL
 
         client = self.config.stash.get(MODEL, None)
         if client is None:
             return {}
-        return {redact(url): counts for url, counts in client.router.snapshot().items()}
+        return {redact(url): counts for url, counts in client.endpoint_report().items()}
 
     def endpoint_counts(self) -> dict:
         """The run's requests per endpoint: this process's and its workers'."""

@@ -179,6 +179,7 @@ class Writer:
         activity = model_activity(self.config.stash.get(MODEL, None))
         if "in_flight" in activity:
             parts.append(f"{activity['in_flight']} requests in flight"
+                         + (f" (limit {activity['limit']})" if "limit" in activity else "")
                          + (f", {activity['waiting']} waiting to retry" if "waiting" in activity else ""))
         parts.append(f"{activity.get('cache_hits', self.cache_hits)} cache hits")
         parts.append(f"{self.done / max(elapsed, 1e-9):.2f}/s")
@@ -260,6 +261,8 @@ def model_activity(client) -> dict:
     limiter = getattr(client, "limiter", None)
     if limiter is not None:
         activity["in_flight"] = limiter.active
+        if isinstance(getattr(limiter, "limit", None), int):  # learned from the endpoint (llm/limit.py)
+            activity["limit"] = limiter.limit
     if isinstance(getattr(client, "waiting", None), int):  # the model layer's count of requests between retries
         activity["waiting"] = client.waiting
     stats = client.stats.snapshot() if hasattr(client, "stats") else {}
