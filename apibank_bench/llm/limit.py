@@ -38,9 +38,11 @@ import statistics
 import threading
 import time
 from collections import deque
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Callable, ContextManager, Iterator, Sequence
+
+from apibank_bench.llm.stop import current_instance
 
 INITIAL = 8  #: requests in flight at a new endpoint before anything is learned
 ALPHA, BETA = 2.0, 4.0  #: the queue (x log10 of the limit) below which the limit grows, above which it is cut
@@ -220,17 +222,24 @@ class Limiter:
         with self._cond:
             return min(self.ceiling, sum(e.allowed for e in self.endpoints.values())) if self.endpoints else 0
 
+    def _room(self, urls: Sequence[str]) -> list[str]:
+        """The endpoints among `urls` with room now (none while the ceiling is reached)."""
+        if self.active >= self.ceiling:
+            return []
+        return [url for url in urls if self._endpoint(url).has_room()]
+
     @contextmanager
     def slot(self, urls: Sequence[str], route: Callable[[list[str]], ContextManager[str]]) -> Iterator[Ticket]:
         """Wait for room at one of `urls`; `route(open_urls)` picks one of them (entered here, so that
         the router counts the request at once), and the request is counted there until it ends."""
         with ExitStack() as stack:
             with self._cond:
-                while True:
-                    room = [url for url in urls if self._endpoint(url).has_room()] if self.active < self.ceiling else []
-                    if room:
-                        break
-                    self._cond.wait(timeout=1.0)  # a probe falls due with time, not only when a slot frees
+                room = self._room(urls)
+                if not room:
+                    instance = current_instance()
+                    with instance.held() if instance is not None else nullcontext():  # its time limit pauses
+                        while not (room := self._room(urls)):
+                            self._cond.wait(timeout=1.0)  # a probe falls due with time, not only as slots free
                 url = stack.enter_context(route(room))
                 endpoint = self._endpoint(url)
                 ticket = endpoint.sent()

@@ -88,24 +88,51 @@ class Breaker:
 
 
 class InstanceStop:
-    """One instance's stop: set by its first request that fails for good."""
+    """One instance's stop: set by its first request that fails for good. It also keeps how long the
+    instance was held in the client, some request of it waiting for a slot (`limit.py`): its time limit
+    does not count that (the server did not have the request)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.cause: str | None = None  #: that request's error
+        self._clock = clock
+        self._held = 0  #: requests of this instance waiting for a slot now
+        self._held_since = 0.0
+        self._held_s = 0.0  #: seconds with at least one waiting, before `_held_since`
+        self._lock = threading.Lock()
 
     def fail(self, cause: str) -> None:
         if self.cause is None:
             self.cause = cause
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """A request of this instance waits for a slot in the client meanwhile."""
+        with self._lock:
+            self._held += 1
+            if self._held == 1:
+                self._held_since = self._clock()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held -= 1
+                if not self._held:
+                    self._held_s += self._clock() - self._held_since
+
+    def held_s(self) -> float:
+        """Seconds this instance has been held in the client so far."""
+        with self._lock:
+            return self._held_s + (self._clock() - self._held_since if self._held else 0.0)
 
 
 _INSTANCE: ContextVar[InstanceStop | None] = ContextVar("apibank_instance_stop", default=None)
 
 
 @contextmanager
-def instance_scope() -> Iterator[InstanceStop]:
+def instance_scope(stop: InstanceStop | None = None) -> Iterator[InstanceStop]:
     """Requests made inside (in this thread, and in threads that copy its context, as LangGraph's
-    do) belong to one instance."""
-    stop = InstanceStop()
+    do) belong to one instance (`stop`, or a new one)."""
+    stop = stop if stop is not None else InstanceStop()
     token = _INSTANCE.set(stop)
     try:
         yield stop
