@@ -25,7 +25,7 @@ from apibank_bench.core.redact import redact
 from apibank_bench.llm.cache import ResponseCache, request_key
 from apibank_bench.llm.config import ModelConfig
 from apibank_bench.llm.http import APIConnectionError, APIStatusError, ChatEndpoint, MalformedResponse, RateLimitError
-from apibank_bench.llm.limit import Limiter
+from apibank_bench.llm.limit import INITIAL, WIDE_INITIAL, Limiter
 from apibank_bench.core.text import SURROGATES
 from apibank_bench.llm.retry import RetryPolicy, is_retryable
 from apibank_bench.llm.router import Router
@@ -171,7 +171,10 @@ class ChatClient:
         self.config = config
         self._sleep = sleep
         self.retry = RetryPolicy(config.max_retries, retry_base_delay, retry_max_delay, self._wait)
-        self.limiter = limiter if limiter is not None else Limiter(config.max_in_flight, config.sharing)
+        # A batching server (vLLM, SGLang) starts wide; any other (llama.cpp's slots, Ollama, a hosted API
+        # whose kind is unknown) at a few, so that a one-at-a-time server's first answers come within the timeout.
+        initial = WIDE_INITIAL if config.kind.batches else INITIAL
+        self.limiter = limiter if limiter is not None else Limiter(config.max_in_flight, config.sharing, initial)
         self.breaker = breaker if breaker is not None else Breaker(config.down_after)
         self.waiting = 0  #: requests waiting to retry now (the progress line shows them)
         self._waiting_lock = threading.Lock()

@@ -19,20 +19,23 @@ class ServerKind:
 
     `penalty`: the request field of the repetition penalty (None: not sent);
     `template_kwargs`: whether `chat_template_kwargs` (the thinking switch) is sent;
-    `grammar`: whether `grammar.grammar_extra_body` has a dialect for it.
+    `grammar`: whether `grammar.grammar_extra_body` has a dialect for it;
+    `batches`: it works on many completions at once (continuous batching, 256 by default in vLLM and
+    SGLang), so the in-flight limit may start wide (`limit.py`).
     A hosted OpenAI-style API rejects unknown fields with HTTP 400, so it gets none.
     """
 
     penalty: str | None = None
     template_kwargs: bool = False
     grammar: bool = False
+    batches: bool = False
 
 
 #: The kinds `--apibank-server-kind` names (`auto` is resolved from the endpoint, see `server_kind_of`).
 SERVER_KINDS: dict[str, ServerKind] = {
-    "vllm": ServerKind("repetition_penalty", True, True),
-    "vllm-structured": ServerKind("repetition_penalty", True, True),  # vLLM >= 0.12's grammar field
-    "sglang": ServerKind("repetition_penalty", True),
+    "vllm": ServerKind("repetition_penalty", True, True, batches=True),
+    "vllm-structured": ServerKind("repetition_penalty", True, True, batches=True),  # vLLM >= 0.12's grammar field
+    "sglang": ServerKind("repetition_penalty", True, batches=True),
     "llama.cpp": ServerKind("repeat_penalty", True, True),  # llama.cpp's llama-server, llama-cpp-python
     "openai": ServerKind(),  # a hosted OpenAI-style API: the standard fields only
     "none": ServerKind(),  # the old name for an endpoint without grammars, kept for existing commands

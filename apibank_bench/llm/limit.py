@@ -27,8 +27,12 @@ and each estimates its own part of it (its share of the requests in flight); `sh
 divides `alpha` and `beta` among them, so their queues add up to what one process would keep.
 
 `--max-in-flight` stays the ceiling of all endpoints together; the limit starts at `INITIAL`,
-small enough that a server answering one slow completion at a time does not time the first
-ones out, and slow start reaches a wide server's parallelism in a few round trips.
+small enough that a server answering one slow completion at a time (60 s each: the eighth
+answers in 480 s) does not time the first ones out, and slow start reaches a wide server's
+parallelism in a few round trips; a server known to batch (vLLM, SGLang) starts at `WIDE_INITIAL`.
+Latency up to `TOLERANCE` times the no-load latency is not taken for a queue (as Gradient2's
+tolerance): a wide server's noise, a batch decoding a little slower, or the client's own work
+on a small machine would otherwise cut a wide server's limit.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ from typing import Callable, ContextManager, Iterator, Sequence
 from apibank_bench.llm.stop import current_instance
 
 INITIAL = 8  #: requests in flight at a new endpoint before anything is learned
+WIDE_INITIAL = 64  #: ... at a server known to batch many completions (vLLM, SGLang: up to 256 at once by default)
+TOLERANCE = 1.5  #: latency up to this many times the no-load latency is not taken for a queue
 ALPHA, BETA = 2.0, 4.0  #: the queue (x log10 of the limit) below which the limit grows, above which it is cut
 RECENT = 9  #: answers whose median is the current latency
 PROBE_PERIOD_S = 30.0  #: how often the no-load latency is measured again (wall-clock aligned)
@@ -153,12 +159,16 @@ class EndpointLimit:
         self.recent.append(cost)
         current = statistics.median(self.recent)
         limit = self.limit
-        self.queue = limit * (1 - self.no_load / current) if current > 0 else 0.0
+        # Latency up to TOLERANCE x the no-load one is no queue: a wide server's own noise, a batch
+        # decoding a little slower, the client's own work on 2 cores (Netflix's Gradient2 tolerates 1.5x too).
+        self.queue = max(0.0, limit * (1 - TOLERANCE * self.no_load / current)) if current > 0 else 0.0
         step = max(1.0, math.log10(limit))
         alpha, beta = ALPHA * step / self.sharing, BETA * step / self.sharing
+        in_use = max(ticket.in_flight, self.in_flight + 1)  # (an idle limit learns nothing: not grown unless used)
         if self.queue > beta and ticket.sent >= self._cut_clear:  # a queue: to the server's parallelism + alpha
-            self._set(max(1.0, min(limit - 1, limit * self.no_load / current + alpha)), cut=True)
-        elif self.queue <= alpha and ticket.in_flight * 2 >= limit:  # (in use: an idle limit learns nothing)
+            parallel = limit * self.no_load / current  # Little's law: in flight = throughput x latency
+            self._set(max(1.0, min(limit - 1, TOLERANCE * parallel + alpha)), cut=True)
+        elif self.queue <= alpha and in_use * 2 >= limit:
             fast = self.slow_start or limit < self.slow_start_to
             self._set(limit + (1.0 if fast else step / limit))
 
@@ -251,13 +261,15 @@ class Limiter:
             finally:
                 with self._cond:
                     self.active -= 1
+                    before = endpoint.allowed
                     if ticket.latency is not None:
                         endpoint.answered(ticket, ticket.latency, ticket.tokens)
                     elif ticket.congested:
                         endpoint.congested(ticket)
                     else:
                         endpoint.failed(ticket)
-                    self._cond.notify_all()
+                    # wake as many waiters as there are new openings (waking all would wake 100 threads for one)
+                    self._cond.notify(1 + max(0, endpoint.allowed - before))
 
     def report(self) -> dict[str, dict]:
         """Each endpoint's limit: initial, min, max, final and its changes over time (for summary.json)."""
