@@ -158,6 +158,7 @@ class OpenAIStub:
         self.requests: list[dict[str, Any]] = []
         self.active = 0
         self.max_concurrent = 0
+        self.last_answer = 0.0  # when the last request was answered (monotonic)
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -285,6 +286,7 @@ class OpenAIStub:
                         done.append(True)
                         with stub._lock:
                             stub.active -= 1
+                            stub.last_answer = time.monotonic()
 
                 try:
                     if dying:

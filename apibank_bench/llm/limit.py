@@ -84,8 +84,8 @@ class EndpointLimit:
         self.ceiling = ceiling
         self.sharing = max(1, sharing)
         self.limit = float(max(1, min(ceiling, initial // self.sharing)))  # together, no more than one process
-        self.slow_start = True  #: +1 an answer until the first queue or congestion
-        self.slow_start_to = 0.0  #: after congestion: +1 an answer again up to the limit before it
+        self.slow_start = True  #: +1 an answer until the first queue is seen (congestion does not end it)
+        self.slow_start_to = 0.0  #: after congestion: +1 an answer again up to the highest limit before it
         self.no_load: float | None = None  #: seconds (per completion token, when reported) with no queue
         self.no_load_s = 0.0  #: the same answer's whole latency (how long a probe takes)
         self.recent: deque[float] = deque(maxlen=RECENT)
@@ -168,17 +168,21 @@ class EndpointLimit:
         if self.queue > beta and ticket.sent >= self._cut_clear:  # a queue: to the server's parallelism + alpha
             parallel = limit * self.no_load / current  # Little's law: in flight = throughput x latency
             self._set(max(1.0, min(limit - 1, TOLERANCE * parallel + alpha)), cut=True)
+            self.slow_start, self.slow_start_to = False, 0.0  # the server's parallelism is known now
         elif self.queue <= alpha and in_use * 2 >= limit:
             fast = self.slow_start or limit < self.slow_start_to
+            if not fast:
+                self.slow_start_to = 0.0  # regained: a later congestion episode starts afresh
             self._set(limit + (1.0 if fast else step / limit))
 
     def congested(self, ticket: Ticket) -> None:
         """429, 503, a reset or a timeout: halve, once per round trip."""
         self._ended(ticket)
         if ticket.sent >= self._cut_clear:
-            before = self.limit
-            self._set(max(1.0, before / 2), cut=True)
-            self.slow_start_to = before  # then regained in a round trip, if nothing else goes wrong
+            # then regained at +1 an answer up to the highest limit before this episode (a burst cuts 8 to 1
+            # in three round trips: all of it is regained), or further still while no queue has been seen
+            self.slow_start_to = max(self.slow_start_to, self.limit)
+            self._set(max(1.0, self.limit / 2), cut=True)
 
     def failed(self, ticket: Ticket) -> None:
         """Any other failure: the slot is free, the limit unchanged."""
@@ -186,7 +190,6 @@ class EndpointLimit:
 
     def _set(self, limit: float, cut: bool = False) -> None:
         if cut:
-            self.slow_start, self.slow_start_to = False, 0.0
             self._before_cut = set(self._out)
             self._cut_clear = math.inf if self._before_cut else self._clock()
         self.limit = min(float(self.ceiling), limit)
