@@ -41,19 +41,22 @@ class Simulation:
             self.busy += 1
             heapq.heappush(self.done, (self.clock.now + self.service(self.clock.now), next(self.order), limit, ticket))
 
-    def run(self, requests: int) -> float:
+    def run(self, requests: int, starts: list[float] | None = None) -> float:
+        """Send `requests` in all, split evenly; process i starts at `starts[i]` (default: all at 0)."""
         left = [requests // len(self.limits)] * len(self.limits)
+        starts = starts or [0.0] * len(self.limits)
         while any(left) or self.done:
             for i, limit in enumerate(self.limits):
-                while left[i] and limit.has_room():
+                while left[i] and starts[i] <= self.clock.now and limit.has_room():
                     left[i] -= 1
                     ticket = limit.sent()
                     self.waiting.append((limit, ticket))
                     free = self.slots is None or self.busy < self.slots
                     self.queue_seen.append(0 if free and len(self.waiting) == 1 else len(self.waiting))
             self._start()
-            if not self.done:  # everyone is draining for a probe with nothing in flight: cannot happen
-                raise AssertionError("stalled")
+            if not self.done:  # nothing in flight: the next process to start
+                self.clock.now = min(start for start, n in zip(starts, left) if n and start > self.clock.now)
+                continue
             self.clock.now, _, limit, ticket = heapq.heappop(self.done)
             self.busy -= 1
             limit.answered(ticket, self.clock.now - ticket.sent, 7)
@@ -134,6 +137,17 @@ def test_processes_sharing_a_server_keep_its_queue_as_short_as_one_process_does(
     assert took <= 400 / 2 * 1.05
     alone_queue = max(alone.queue_seen[100:])
     assert max(shared.queue_seen[100:]) <= alone_queue + 1, (shared.queue_seen[100:], alone_queue)
+
+
+def test_a_process_that_joins_later_measures_the_no_load_latency_again_soon():
+    """0.1 s a completion; the second worker starts 0.5 s late: its first answers waited behind the first one's
+    queue, so its no-load latency is too high, and it would keep a long queue until the half-minute probe."""
+    clock = Clock()
+    sim = Simulation([endpoint(clock, sharing=2), endpoint(clock, sharing=2)], clock, 2, service=lambda now: 0.1)
+    sim.run(300, starts=[0.0, 0.5])
+    assert clock.now < 30  # over before the regular probe
+    later = sorted(sim.queue_seen[120:240])  # from 6 s on, before the last requests drain
+    assert later[len(later) // 2] <= 5, sim.queue_seen
 
 
 def test_unshared_processes_would_queue_more_at_the_server():

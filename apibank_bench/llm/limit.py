@@ -54,6 +54,7 @@ TOLERANCE = 1.5  #: latency up to this many times the no-load latency is not tak
 ALPHA, BETA = 2.0, 4.0  #: the queue (x log10 of the limit) below which the limit grows, above which it is cut
 RECENT = 9  #: answers whose median is the current latency
 PROBE_PERIOD_S = 30.0  #: how often the no-load latency is measured again (wall-clock aligned)
+FIRST_SHARED_PROBE_S = 5.0  #: ... the first time, when processes share the endpoint
 PROBES = 2  #: requests sent alone in a probe (another process sharing the endpoint may still be draining)
 PROBE_SPACING = 30  #: ... and at most once every this many no-load latencies (a slow model's minute is short)
 CHANGES_KEPT = 200  #: changes of the limit kept for summary.json (then every other one is dropped)
@@ -139,7 +140,11 @@ class EndpointLimit:
         if self.probing or self.no_load is None:
             return
         now, wall = self._clock(), self._wall()
-        new_period = int(wall // PROBE_PERIOD_S) != int(self._probed_wall // PROBE_PERIOD_S)
+        # Processes sharing the endpoint start at different moments: a later one's first answers waited behind
+        # the others' queue, so its first no-load latency is too high, and it is measured again soon.
+        first_shared = self.sharing > 1 and self._probed_at == -math.inf
+        period = FIRST_SHARED_PROBE_S if first_shared else PROBE_PERIOD_S
+        new_period = int(wall // period) != int(self._probed_wall // period)
         if new_period and now - self._probed_at >= PROBE_SPACING * self.no_load_s:
             self.probing, self._probes_left, self._probe_best = True, PROBES, (math.inf, 0.0)
 
