@@ -141,7 +141,7 @@ def test_requests_waiting_to_retry_are_counted_for_the_progress_line():
     assert seen == [1, 1] and client.waiting == 0
 
 
-def test_the_progress_line_shows_requests_waiting_to_retry(tmp_path):
+def test_the_progress_line_shows_requests_waiting_to_retry_and_the_limit(tmp_path):
     from apibank_bench.plugin.writer import Writer
 
     class Reporter:
@@ -155,7 +155,7 @@ def test_the_progress_line_shows_requests_waiting_to_retry(tmp_path):
             self.lines.append(line)
 
     class Client:
-        limiter = type("Limiter", (), {"active": 2})()
+        limiter = type("Limiter", (), {"active": 2, "limit": 6})()
         waiting = 31
 
     class Config:
@@ -170,7 +170,7 @@ def test_the_progress_line_shows_requests_waiting_to_retry(tmp_path):
     writer.cache_hits = 0
     Config.stash = {MODEL: Client()}
     writer.progress()
-    assert "2 requests in flight, 31 waiting to retry" in Reporter.lines[-1]
+    assert "2 requests in flight (limit 6), 31 waiting to retry" in Reporter.lines[-1]  # the learned limit too
 
 
 def _debate(stub: OpenAIStub, root, retries: int = 1):

@@ -8,12 +8,17 @@ Vegas, as Netflix's `concurrency-limits` (VegasLimit) does for RPC servers:
 
 - the no-load latency is the smallest seen since the last probe; the current latency is the
   median of the last few answers (robust to one long answer). By Little's law the requests
-  queued at the server are about `limit x (1 - no_load / current)`;
+  queued at the server are about `limit x (1 - TOLERANCE x no_load / current)`: latency up to
+  `TOLERANCE` times the no-load one counts as none (as Gradient2's tolerance: a wide server's
+  noise, a batch decoding a little slower, the client's own work on 2 cores would otherwise
+  cut a wide server's limit);
 - while that queue is at most `alpha` the limit grows (slow start first: +1 an answer, so it
-  doubles every round trip, until the first sign of a queue); above `beta` it is cut to the
-  server's estimated parallelism plus `alpha`, at most once per round trip;
-- HTTP 429, 503, connection resets and timeouts are congestion: the limit halves, at most
-  once per round trip (a burst of failed requests sent together is one signal, not forty);
+  doubles every round trip, until the first queue is seen); above `beta` it is cut to
+  `TOLERANCE` times the server's estimated parallelism plus `alpha`, at most once per round
+  trip (requests sent before a cut, queued behind its old limit, cut nothing more);
+- HTTP 429, 502-504, connection resets and timeouts are congestion: the limit halves, at most
+  once per round trip (a burst of failed requests sent together is one signal, not forty), and
+  the highest limit before the episode is regained at +1 an answer;
 - a completion's latency grows with its length, so latencies are compared per completion
   token when the server reports them (a stand-in's or a constrained answer's length is fixed);
 - the no-load latency can rise again (the server got slower, a second tenant arrived): once a
@@ -24,15 +29,15 @@ Vegas, as Netflix's `concurrency-limits` (VegasLimit) does for RPC servers:
 
 Processes that share an endpoint (xdist workers) each see the whole queue in their latency,
 and each estimates its own part of it (its share of the requests in flight); `sharing`
-divides `alpha` and `beta` among them, so their queues add up to what one process would keep.
+divides `alpha`, `beta` and the start among them, so their queues add up to what one process
+would keep (sharing a file of state would need locking across processes for the same result).
+A worker that started later timed the others' queue as its no-load latency, so processes that
+share measure it again at the first `FIRST_SHARED_PROBE_S` wall-clock boundary.
 
 `--max-in-flight` stays the ceiling of all endpoints together; the limit starts at `INITIAL`,
 small enough that a server answering one slow completion at a time (60 s each: the eighth
 answers in 480 s) does not time the first ones out, and slow start reaches a wide server's
 parallelism in a few round trips; a server known to batch (vLLM, SGLang) starts at `WIDE_INITIAL`.
-Latency up to `TOLERANCE` times the no-load latency is not taken for a queue (as Gradient2's
-tolerance): a wide server's noise, a batch decoding a little slower, or the client's own work
-on a small machine would otherwise cut a wide server's limit.
 """
 
 from __future__ import annotations
