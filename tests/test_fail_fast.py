@@ -228,3 +228,18 @@ def test_a_dead_endpoint_stops_the_run_and_every_unfinished_instance_is_accounte
     assert second.returncode == 0, second.stdout[-2000:]
     rows = read_jsonl(tmp_path / "results.jsonl")
     assert [row["id"] for row in rows] == EVAL_IDS[:24] and not any(row["stage"] == "error" for row in rows)
+
+
+def test_the_window_can_pass_while_every_request_waits_to_retry():
+    """Failures at 0 and 5 s, then every request in its backoff: the breaker trips when asked at 21 s."""
+    clock = Clock()
+    breaker = Breaker(20, clock=clock)
+    for second in (0.0, 5.0):
+        clock.now = second
+        breaker.done(breaker.sent(), "Connection refused")
+    clock.now = 19.0
+    breaker.check()
+    assert breaker.reason is None
+    clock.now = 21.0
+    breaker.check()
+    assert breaker.reason and "for 21 s while 2 attempts failed (last: Connection refused)" in breaker.reason

@@ -213,6 +213,7 @@ class ChatClient:
             else:
                 deadline = time.monotonic() + seconds
                 while (left := deadline - time.monotonic()) > 0:
+                    self.breaker.check()  # the endpoint may be found down while every request waits to retry
                     self._check_stop()
                     time.sleep(min(left, 0.05))
             self._check_stop()

@@ -43,6 +43,7 @@ class Breaker:
         self._clock = clock
         self._failing_since: float | None = None  #: the first failure since the last success
         self._failures = 0  #: failures since then
+        self._last_error = ""
         self._sent: dict[object, float] = {}  #: attempts in flight -> when each was sent
         self._lock = threading.Lock()
         self._listeners: list[Callable[[str], None]] = []
@@ -63,20 +64,34 @@ class Breaker:
             if error is None:
                 self._failing_since, self._failures = None, 0
                 return
-            now = self._clock()
             if self._failing_since is None:
-                self._failing_since = now
+                self._failing_since = self._clock()
             self._failures += 1
-            oldest = min(self._sent.values(), default=math.inf)  # still being answered: the endpoint may be alive
-            if (not self.window or self.reason or now - self._failing_since < self.window
-                    or oldest < self._failing_since):
-                return
-            self.reason = (f"stopped: the endpoint answered no model request for {now - self._failing_since:.0f} s "
-                           f"while {self._failures} attempts failed (last: {error}); fix the endpoint and rerun "
-                           "with --apibank-resume")
-            listeners = list(self._listeners)
+            self._last_error = error
+            listeners = self._trip_if_down()
         for listener in listeners:
             listener(self.reason)
+
+    def check(self) -> None:
+        """Trip now if the endpoint is down, though no attempt just failed (requests waiting to retry call it:
+        with every request in its backoff, the window may pass between two failures)."""
+        with self._lock:
+            listeners = self._trip_if_down()
+        for listener in listeners:
+            listener(self.reason)
+
+    def _trip_if_down(self) -> list[Callable[[str], None]]:
+        """(Under the lock.) Trip if failing for the window with no older attempt still out; the listeners to call."""
+        if not self.window or self.reason or self._failing_since is None:
+            return []
+        now = self._clock()
+        oldest = min(self._sent.values(), default=math.inf)  # still being answered: the endpoint may be alive
+        if now - self._failing_since < self.window or oldest < self._failing_since:
+            return []
+        self.reason = (f"stopped: the endpoint answered no model request for {now - self._failing_since:.0f} s "
+                       f"while {self._failures} attempts failed (last: {self._last_error}); fix the endpoint and "
+                       "rerun with --apibank-resume")
+        return list(self._listeners)
 
     def on_trip(self, listener: Callable[[str], None]) -> None:
         """Call `listener(reason)` when the breaker trips (at once if it has)."""
