@@ -100,7 +100,7 @@ def test_the_no_load_latency_rises_again_when_the_server_gets_slower():
     clock = Clock()
     limit = endpoint(clock, ceiling=64)
     sim = Simulation([limit], clock, None, service=lambda now: 1.0 if now < 100 else 2.0)
-    sim.run(8000)  # about 250 s
+    sim.run(10000)  # about 250 s
     assert clock.now > 200
     assert limit.no_load == pytest.approx(2.0 / 7)  # per completion token
     assert limit.limit >= 32, limit.changes[-10:]

@@ -395,7 +395,7 @@ def test_requests_go_through_the_proxy_the_environment_names(stub, monkeypatch, 
         proxy.close()
 
 
-@pytest.mark.parametrize("kind, initial", [("vllm", 64), ("sglang", 64), ("llama.cpp", 8), ("openai", 8)])
+@pytest.mark.parametrize("kind, initial", [("vllm", 128), ("sglang", 128), ("llama.cpp", 8), ("openai", 8)])
 def test_the_limit_starts_wide_only_at_a_server_known_to_batch(kind, initial):
     """vLLM and SGLang work on up to 256 completions at once; llama.cpp's slots, Ollama or an unknown server may
     serve one at a time, where a wide start would queue slow completions past the timeout."""

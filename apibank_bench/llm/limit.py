@@ -22,6 +22,7 @@ Vegas, as Netflix's `concurrency-limits` (VegasLimit) does for RPC servers:
 - a completion's latency grows with its length, so latencies are compared per completion
   token when the server reports them (a stand-in's or a constrained answer's length is fixed);
 - the no-load latency can rise again (the server got slower, a second tenant arrived): once a
+  queue has been seen (before, it holds nothing down and a probe would only cost), once a
   half-minute (at the same wall-clock times in every process, and at most once every 30 no-load
   latencies), the endpoint drains and `PROBES` requests go alone, one after the other; the
   best of them is the new no-load latency (Envoy's adaptive concurrency does the same).
@@ -54,7 +55,7 @@ from typing import Callable, ContextManager, Iterator, Sequence
 from apibank_bench.llm.stop import current_instance
 
 INITIAL = 8  #: requests in flight at a new endpoint before anything is learned
-WIDE_INITIAL = 64  #: ... at a server known to batch many completions (vLLM, SGLang: up to 256 at once by default)
+WIDE_INITIAL = 128  #: ... at a server known to batch many completions (vLLM, SGLang: up to 256 at once by default)
 TOLERANCE = 1.5  #: latency up to this many times the no-load latency is not taken for a queue
 ALPHA, BETA = 2.0, 4.0  #: the queue (x log10 of the limit) below which the limit grows, above which it is cut
 RECENT = 9  #: answers whose median is the current latency
@@ -148,6 +149,8 @@ class EndpointLimit:
         # Processes sharing the endpoint start at different moments: a later one's first answers waited behind
         # the others' queue, so its first no-load latency is too high, and it is measured again soon.
         first_shared = self.sharing > 1 and self._probed_at == -math.inf
+        if self.slow_start and not first_shared:
+            return  # no queue seen yet: the limit is not held down by the no-load latency, nothing to correct
         period = FIRST_SHARED_PROBE_S if first_shared else PROBE_PERIOD_S
         new_period = int(wall // period) != int(self._probed_wall // period)
         if new_period and now - self._probed_at >= PROBE_SPACING * self.no_load_s:
