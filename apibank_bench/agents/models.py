@@ -29,12 +29,13 @@ def needs_local_server(cfg: RunConfig) -> bool:
     return not cfg.is_gold and (not cfg.base_url or any(a.model == EMBEDDED for a in assignments(cfg)))
 
 
-def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = None) -> ModelConfig:
+def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = None, sharing: int = 1) -> ModelConfig:
     """The model layer's settings for a run.
 
     Grammar-constrained decoding defaults on for the embedded model and off for
     remote endpoints (a hosted API may reject the extra field). `models` is the
     endpoint's `/v1/models` answer, which tells its server kind under `--server-kind auto`.
+    `sharing`: the processes of this run sending to the endpoint at once (xdist workers).
     """
     local = local_url is not None
     model = cfg.model or (LOCAL_MODEL if local else None)
@@ -53,8 +54,19 @@ def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = Non
         fold_system=local,
         # The embedded server gets a new port each run, but it is always the same model.
         deployment=cfg.deployment or (f"embedded llama.cpp: {model}" if local else ""),
-        max_consecutive_errors=cfg.max_consecutive_errors,
+        down_after=down_after(cfg), sharing=sharing,
     )
+
+
+def down_after(cfg: RunConfig) -> float:
+    """The breaker's window; the deprecated `max_consecutive_errors` only still turns it off (0)."""
+    if cfg.max_consecutive_errors is None:
+        return cfg.down_after
+    warnings.warn(f"{flag('max_consecutive_errors')} is deprecated: the run now stops when the endpoint has answered "
+                  f"nothing for {flag('down_after')} seconds (default 20) while requests fail"
+                  + ("; 0 still turns that off" if cfg.max_consecutive_errors == 0 else "; the count is ignored"),
+                  DeprecationWarning, stacklevel=2)
+    return 0.0 if cfg.max_consecutive_errors == 0 else cfg.down_after
 
 
 def server_kind(cfg: RunConfig, models: Any, local: bool = False) -> tuple[str, str]:
@@ -64,18 +76,19 @@ def server_kind(cfg: RunConfig, models: Any, local: bool = False) -> tuple[str, 
     return server_kind_of(cfg.server_kind, models)
 
 
-def model_client(cfg: RunConfig, local_url: Callable[[], str] | None) -> "TeamModels | None":
+def model_client(cfg: RunConfig, local_url: Callable[[], str] | None, sharing: int = 1) -> "TeamModels | None":
     """The run's shared clients, None for the gold self-check; starts the embedded model if needed.
 
     One client for `--model` and one per other model and endpoint a role is given (`--model-role`); they
-    share the default client's circuit breaker. An unknown role is a ValueError (a usage error)."""
+    share the default client's circuit breaker. An unknown role is a ValueError (a usage error).
+    `sharing`: the processes of the run that send to the endpoints at once (xdist workers)."""
     from apibank_bench.agents.model_roles import EMBEDDED, assignments, check_assignments, topology_roles
     from apibank_bench.agents.team_models import TeamModels
 
     if cfg.is_gold:
         return None
     check_assignments(cfg)
-    default = single_client(cfg, local_url() if not cfg.base_url else None)
+    default = single_client(cfg, local_url() if not cfg.base_url else None, sharing=sharing)
     clients = {(default.config.model, tuple(default.config.base_urls)): default}
     by_role = {}
     for given in assignments(cfg):
@@ -87,12 +100,12 @@ def model_client(cfg: RunConfig, local_url: Callable[[], str] | None) -> "TeamMo
                                            else cfg.base_url, deployment=None if given.base_url else cfg.deployment)
         key = (role_cfg.model or LOCAL_MODEL, tuple([local] if local else role_cfg.base_url))
         if key not in clients:
-            clients[key] = single_client(role_cfg, local, breaker=default.breaker)
+            clients[key] = single_client(role_cfg, local, breaker=default.breaker, sharing=sharing)
         by_role[given.role] = clients[key]
     return TeamModels(default, by_role, topology_roles(cfg)[1] if by_role else None)
 
 
-def single_client(cfg: RunConfig, local: str | None, breaker=None) -> ChatClient:
+def single_client(cfg: RunConfig, local: str | None, breaker=None, sharing: int = 1) -> ChatClient:
     """One client for `cfg.model` at `cfg.base_url` (or at `local`, the embedded server's URL): the endpoint
     probed once, its server kind decided from its own answer."""
     answers, dead = {}, []
@@ -105,7 +118,7 @@ def single_client(cfg: RunConfig, local: str | None, breaker=None) -> ChatClient
         raise dead[0][1]
     # Several endpoints must all take a field for it to be sent: one kind for all, else the standard fields.
     kinds = {server_kind(cfg, answer, local is not None)[0] for answer in answers.values()}
-    config = model_config(cfg, local, next(iter(answers.values())) if len(kinds) == 1 else None)
+    config = model_config(cfg, local, next(iter(answers.values())) if len(kinds) == 1 else None, sharing)
     if not config.deployment:  # the cache keeps answers per deployment: these addresses, serving these models
         config = dataclasses.replace(config, deployment=deployment(
             {url: served_models(answers.get(url)) for url in config.base_urls}))

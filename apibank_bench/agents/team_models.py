@@ -65,10 +65,11 @@ class TeamModels:
         return sum(client.waiting for client in self.clients)
 
     def endpoint_counts(self) -> dict:
-        """Requests, errors and latency per endpoint, over every client (`router.snapshot`, merged)."""
+        """Requests, errors, latency and the learned in-flight limit per endpoint, over every client
+        (`endpoint_report`, merged)."""
         from apibank_bench.llm.router import merge_snapshots
 
-        return merge_snapshots([client.router.snapshot() for client in self.clients])
+        return merge_snapshots([client.endpoint_report() for client in self.clients])
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):

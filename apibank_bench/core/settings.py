@@ -137,6 +137,16 @@ def _at_least(minimum: int, kind: Callable[[Any], Any] = int) -> Callable[[Any],
     return parse
 
 
+def _above(bound: float, kind: Callable[[Any], Any] = float) -> Callable[[Any], Any]:
+    def parse(text: Any) -> Any:
+        value = kind(text)
+        if not value > bound:
+            raise ValueError(f"must be > {bound:g}, got {text!r}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
 def parse_alpha(text: Any) -> float:
     value = float(text)
     if not 0 < value < 1:
@@ -271,9 +281,12 @@ SETTINGS: tuple[Setting, ...] = (
             default_text="remote: 32, embedded model and gold: 1; `optimize`: 8", role=_OP, commands=_TEAM),
     Setting("instance_timeout", "seconds one instance may take before it becomes an error row (0 = no limit)",
             _at_least(0, float), 600.0, role=_OP),
-    Setting("max_consecutive_errors", "stop the run after this many model requests in a row fail at the endpoint, "
-            "retries included, with no success between (0 = never); requests in flight then stop retrying",
-            _at_least(0), 10, role=_OP),
+    Setting("down_after", "stop the run once the endpoint has answered no model request for this many seconds "
+            "while requests kept failing (and none sent before is still being answered); a shorter burst of failures "
+            "stops nothing (0 = never); requests in flight then stop retrying", _at_least(0, float), 20.0, role=_OP),
+    Setting("max_consecutive_errors", "deprecated, replaced by `--down-after` (the breaker decides on time, not on a "
+            "count of failures): accepted and ignored, except that 0 still turns the breaker off", _at_least(0),
+            role=_OP),
     Setting("epochs", "solve every instance K times; epoch e samples with every seed moved by e x 10000 (epoch 0: "
             "the protocol's seeds); one row, case and trace per (instance, epoch)", _at_least(1), 1),
     Setting("baseline", "a results folder to gate against: after the run, pair on the shared instances and fail "
@@ -301,11 +314,14 @@ SETTINGS: tuple[Setting, ...] = (
             "`repeat_penalty` (llama.cpp), never to a hosted OpenAI-style API", float, 1.05, group="model"),
     Setting("thinking", "the chat template's thinking mode (`chat_template_kwargs.enable_thinking`; vLLM, SGLang, "
             "llama.cpp)", parse_bool, False, flag=True, group="model"),
-    Setting("timeout", "seconds per HTTP request", float, 60.0, group="model", role=_OP),
+    Setting("timeout", "seconds one HTTP request may wait for the server (connecting, then between bytes of the "
+            "answer), counted from when it is sent, not while it waits in the client for a slot; the openai SDK's "
+            "default", _above(0.0, float), 600.0, group="model", role=_OP),
     Setting("max_retries", "retries of a failed request (timeouts, connection errors, 408, 429, 5xx)",
             _at_least(0), 5, group="model", role=_OP),
-    Setting("max_in_flight", "model requests in flight at once, per process (halved on HTTP 429, regained after "
-            "successes)", _at_least(1), 128, group="model", role=_OP),
+    Setting("max_in_flight", "the ceiling of model requests in flight at once, per process; under it the limit is "
+            "learned per endpoint (from 8: grown while latency stays near its floor, cut when it shows a queue at the "
+            "server or on 429/503/resets)", _at_least(1), 128, group="model", role=_OP),
     Setting("extra_body", "JSON object merged into every request", parse_json_object, {}, group="model",
             default_text="-"),
     Setting("server_kind", "the kind of server: which sampling fields it takes and how a grammar is sent; "

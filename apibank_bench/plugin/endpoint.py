@@ -25,14 +25,15 @@ class EndpointPlugin:
         self.worker_closed: list[dict] = []  #: each finished xdist worker's closed connections (`own_closed`)
 
     def own_counts(self) -> dict:
-        """This process's requests, errors and latency per endpoint (URL credentials masked)."""
+        """This process's requests, errors, latency and learned in-flight limit per endpoint (URL credentials
+        masked)."""
         from apibank_bench.core.redact import redact
         from apibank_bench.plugin.keys import MODEL
 
         client = self.config.stash.get(MODEL, None)
         if client is None:
             return {}
-        counts = client.endpoint_counts() if hasattr(client, "endpoint_counts") else client.router.snapshot()
+        counts = client.endpoint_counts() if hasattr(client, "endpoint_counts") else client.endpoint_report()
         return {redact(url): part for url, part in counts.items()}
 
     def endpoint_counts(self) -> dict:

@@ -48,7 +48,9 @@ def apibank_model(apibank_config, pytestconfig):
     session's end its requests still in flight are abandoned."""
     endpoint = pytestconfig.pluginmanager.get_plugin("apibank-endpoint")
     try:
-        client = model_client(apibank_config, endpoint.base_url)
+        # xdist workers share the endpoint: each keeps its part of the server's queue (llm/limit.py)
+        sharing = int(getattr(pytestconfig, "workerinput", {}).get("workercount", 1))
+        client = model_client(apibank_config, endpoint.base_url, sharing)
     except EndpointUnreachable as exc:
         pytest.exit(f"apibank: {exc}", returncode=3)
     except ValueError as exc:  # e.g. an endpoint without a model name: a usage error

@@ -235,6 +235,7 @@ class Writer:
         activity = model_activity(self.config.stash.get(MODEL, None))
         if "in_flight" in activity:
             parts.append(f"{activity['in_flight']} requests in flight"
+                         + (f" (limit {activity['limit']})" if "limit" in activity else "")
                          + (f", {activity['waiting']} waiting to retry" if "waiting" in activity else ""))
         parts.append(f"{activity.get('cache_hits', self.cache_hits)} cache hits")
         parts.append(f"{self.done / max(elapsed, 1e-9):.2f}/s")
@@ -324,6 +325,9 @@ def model_activity(client) -> dict:
     limiters = [getattr(one, "limiter", None) for one in getattr(client, "clients", [client])]  # a model per role
     if limiters and None not in limiters:
         activity["in_flight"] = sum(limiter.active for limiter in limiters)
+        limits = [getattr(limiter, "limit", None) for limiter in limiters]
+        if all(isinstance(limit, int) for limit in limits):  # learned from the endpoints (llm/limit.py)
+            activity["limit"] = sum(limits)
     if isinstance(getattr(client, "waiting", None), int):  # the model layer's count of requests between retries
         activity["waiting"] = client.waiting
     stats = client.stats.snapshot() if hasattr(client, "stats") else {}
