@@ -57,7 +57,7 @@ def _until(condition, what: str, process: subprocess.Popen | None = None, second
 def test_abandon_cuts_off_a_request_in_flight_without_waiting_for_its_answer():
     with OpenAIStub(default=Reply(delay=SLOW)) as stub:
         client = ChatClient(ModelConfig(base_urls=[stub.url], model="stub-model", timeout=SLOW * 2, max_retries=5,
-                                        max_consecutive_errors=1))
+                                        down_after=0.001))
         outcome: list[BaseException] = []
         thread = threading.Thread(target=lambda: outcome.append(pytest.raises(ModelError, client.complete,
                                                                               MESSAGES).value))
@@ -70,11 +70,31 @@ def test_abandon_cuts_off_a_request_in_flight_without_waiting_for_its_answer():
         completion = error.completion
         assert completion.stopped == "run" and "abandoned: the test stopped" in completion.error
         assert completion.attempts == 1 and len(stub.chat_requests) == 1  # not retried
+        time.sleep(0.01)  # past the breaker's window: a failure counted would trip it now
+        client.breaker.check()
         assert client.breaker.reason is None  # cut off by us: not the endpoint's failure
         # Nothing is asked any more.
         with pytest.raises(ModelError, match="abandoned"):
             client.complete(MESSAGES)
         assert len(stub.chat_requests) == 1
+
+
+def test_abandoning_a_team_cuts_off_every_role_model():
+    # With a model per role, each model has its own client: the run's end must reach every one of them.
+    from apibank_bench.agents.team_models import TeamModels
+
+    with OpenAIStub(default=Reply(delay=SLOW)) as a, OpenAIStub(default=Reply(delay=SLOW)) as b:
+        clients = [ChatClient(ModelConfig(base_urls=[stub.url], model=name, timeout=SLOW * 2, max_retries=5))
+                   for stub, name in ((a, "model-a"), (b, "model-b"))]
+        team = TeamModels(clients[0], {"final": clients[1]}, "final")
+        threads = [threading.Thread(target=lambda c=client: pytest.raises(ModelError, c.complete, MESSAGES))
+                   for client in clients]
+        for thread in threads:
+            thread.start()
+        _until(lambda: a.active == 1 and b.active == 1, "a request at each stub")
+        team.abandon("the test stopped")
+        _until(lambda: not any(thread.is_alive() for thread in threads), "return from both requests")
+        _until(lambda: a.closed_early == 1 and b.closed_early == 1, "both connections closed")
 
 
 # -- a whole run, stopped by a signal --------------------------------------------------------------------

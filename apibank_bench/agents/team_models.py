@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from apibank_bench.llm import ChatClient
+from apibank_bench.llm.client import ClosedConnections
 
 FINAL = "final"  #: the ROLE of an assignment for the role whose answer is scored (model_roles.py)
 
@@ -63,6 +64,24 @@ class TeamModels:
     @property
     def waiting(self) -> int:
         return sum(client.waiting for client in self.clients)
+
+    def abandon(self, reason: str) -> None:
+        """Every client stops at once (`ChatClient.abandon`): a role's requests in flight are cut off too."""
+        for client in self.clients:
+            client.abandon(reason)
+
+    def in_flight_limit(self) -> int:
+        """The requests every client together lets in flight now."""
+        return sum(client.in_flight_limit() for client in self.clients)
+
+    @property
+    def closed(self) -> ClosedConnections:
+        """The connections a server closed without an answer, over every client."""
+        total = ClosedConnections()
+        for client in self.clients:
+            total.count += client.closed.count
+            total.most_in_flight = max(total.most_in_flight, client.closed.most_in_flight)
+        return total
 
     def endpoint_counts(self) -> dict:
         """Requests, errors, latency and the learned in-flight limit per endpoint, over every client
