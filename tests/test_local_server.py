@@ -140,4 +140,5 @@ def test_the_server_keeps_one_row_of_logits_and_a_small_compute_buffer():
     command = LocalServer("model.gguf").command(8080)
     options = dict(zip(command[::2], command[1::2]))
     assert options["--logits_all"] == "false" and int(options["--n_ubatch"]) <= 128
+    assert options["--n_threads_batch"] == "1"
     assert options["--n_ctx"] == str(LocalServer().n_ctx)

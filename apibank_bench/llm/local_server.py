@@ -43,7 +43,10 @@ DEFAULT_N_CTX = 2560
 #:   requests, and the lm_head computed for every prompt token. Sampling needs the last row only.
 #: - `--n_ubatch 128`: llama.cpp sizes its compute buffer for a whole micro-batch of logits
 #:   (n_ubatch x 262,144 floats: 537 MB at the default 512, 134 MB at 128).
-SERVER_OPTIONS = ("--logits_all", "false", "--n_ubatch", "128")
+#: - `--n_threads_batch 1`: prompt evaluation on one thread, as generation already is (the default
+#:   n_threads is half the cores). On a shared 2-core machine two threads wait on each other at
+#:   every graph node: 10-15 prompt tokens/s with two, 35-48 with one (measured alternately, load 12-15).
+SERVER_OPTIONS = ("--logits_all", "false", "--n_ubatch", "128", "--n_threads_batch", "1")
 
 # Runs in the child before exec: die with the parent (Linux), then become the server.
 _LAUNCHER = """
