@@ -7,7 +7,8 @@ instances, each instance's time against the model's own floor.
    generation speed (a short prompt, 64 free tokens), both unconstrained.
 2. The run: `apibank-bench run --only IDS --no-cache` (cold: nothing is answered from a cache
    another checkout filled), as a user types it; its process tree (the server included) is
-   sampled every 0.25 s for the resident set.
+   sampled every 0.25 s for the resident set. Requests may take 600 s (`--timeout`): on a loaded
+   machine a slow instance is a time to report, not an error row.
 3. The floor again, after the run; the two are averaged (the machine is shared: the load is
    printed with every figure).
 
@@ -133,7 +134,7 @@ class TreeMemory(threading.Thread):
 
 def run_cli(ids: list[str], scratch: Path) -> dict:
     argv = [sys.executable, "-m", "apibank_bench", "run", "--only", ",".join(ids), "--limit", "0",
-            "--no-cache", "--out-dir", str(scratch / "out")]
+            "--no-cache", "--timeout", "600", "--out-dir", str(scratch / "out")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
     started_load = load()
     started = time.perf_counter()
