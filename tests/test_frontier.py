@@ -12,7 +12,8 @@ import pytest
 from apibank_bench import cli
 from apibank_bench.reports import frontier
 from apibank_bench.reports.compare import compare, load_run
-from apibank_bench.runs.cost import per_correct, price_table, ratio_interval
+from apibank_bench.runs.cost import per_correct, price_table
+from apibank_bench.runs.stats import ratio_bootstrap
 from apibank_bench.reports.sweep_table import SWEEP_MD
 
 from openai_stub import OpenAIStub, Reply
@@ -115,12 +116,12 @@ def test_a_point_within_noise_of_the_frontier_is_said_to_be_so(tmp_path):
 
 def test_cost_per_correct_upper_bound_is_unbounded_when_resamples_have_no_correct_answer():
     # One correct instance of 20: about 36 % of resamples hold none, so no upper bound is a number.
-    low, high = ratio_interval([1.0] * 20, [1] + [0] * 19)
+    low, high = ratio_bootstrap([1.0] * 20, [1] + [0] * 19)
     assert high is None and low > 0
     summary = per_correct([(f"i{i}", 1.0, i == 0) for i in range(20)])
     assert summary["per_correct"] == 20 and summary["upper_unbounded"] and summary["ci_95"][1] is None
     # Every instance right: a finite interval around the point.
-    low, high = ratio_interval([2.0, 4.0] * 10, [1] * 20)
+    low, high = ratio_bootstrap([2.0, 4.0] * 10, [1] * 20)
     assert low <= 3 <= high and math.isfinite(high)
 
 

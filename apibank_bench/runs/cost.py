@@ -8,7 +8,8 @@ the price of the model that answered it (traces record the model of every turn).
 Cost per correct answer is a ratio of sums over instances; its bootstrap resamples instances (an
 instance's epochs stay together). A resample with no correct answer has no finite ratio: it counts as
 +infinity, so where more than 2.5 % of resamples have none the upper bound is unbounded (None, with
-`upper_unbounded`), never a number made up from the other resamples.
+`upper_unbounded`), never a number made up from the other resamples: the bootstrap is tokens per correct
+answer's own (`stats.ratio_bootstrap`).
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from apibank_bench.runs.row import ResultRow
+from apibank_bench.runs.stats import ratio_bootstrap
 
 PER = 1_000_000  #: prices are per million tokens
-RESAMPLES = 2000
 
 
 @dataclass(frozen=True)
@@ -93,30 +94,6 @@ def tokens_by_model(traces: Iterable[dict]) -> dict[str, dict]:
     return {model: {key: models[model][key] for key in keys} for model in sorted(models)}
 
 
-def ratio_interval(numerators: Sequence[float], denominators: Sequence[float], seed: int = 0,
-                   resamples: int = RESAMPLES, confidence: float = 0.95) -> tuple[float, float | None] | None:
-    """Percentile bootstrap interval of sum(numerators) / sum(denominators), resampling the pairs; a
-    resample with a zero denominator is +infinity, so the upper bound is None (unbounded) when more than
-    the upper tail of resamples have none. None: nothing to resample, or nothing correct at all."""
-    import numpy as np
-
-    top, bottom = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
-    if top.size == 0 or not bottom.sum():
-        return None
-    draws = np.random.default_rng(seed).integers(0, top.size, size=(resamples, top.size))
-    sums = bottom[draws].sum(axis=1)
-    finite = sums > 0
-    if not finite.any():
-        return None
-    ratios = top[draws].sum(axis=1) / np.where(finite, sums, 1)
-    # The +infinite resamples sort above every finite one; they stand at the largest finite ratio here, and
-    # decide the upper bound by their share alone (no arithmetic on infinities).
-    ratios = np.where(finite, ratios, ratios[finite].max())
-    tail = (1 - confidence) / 2
-    low, high = np.percentile(ratios, [100 * tail, 100 * (1 - tail)])
-    return float(low), (None if (~finite).mean() > tail else float(high))
-
-
 def per_correct(triples: Iterable[tuple[str, float, bool]], seed: int = 0) -> dict:
     """Cost per correct answer from (instance, cost, correct) triples, instances resampled whole."""
     clusters: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
@@ -125,7 +102,7 @@ def per_correct(triples: Iterable[tuple[str, float, bool]], seed: int = 0) -> di
         clusters[instance][1] += bool(correct)
     cost = sum(spent for spent, _ in clusters.values())
     correct = int(sum(right for _, right in clusters.values()))
-    interval = ratio_interval([c for c, _ in clusters.values()], [r for _, r in clusters.values()], seed)
+    interval = ratio_bootstrap([c for c, _ in clusters.values()], [r for _, r in clusters.values()], seed)
     return {"per_correct": cost / correct if correct else None, "ci_95": None if interval is None else list(interval),
             "upper_unbounded": interval is not None and interval[1] is None,
             "total": cost, "correct": correct, "instances": len(clusters)}

@@ -299,12 +299,9 @@ def cost_lines(summary: dict) -> list[str]:
     cost = summary.get("cost") or {}
     table = cost.get("price_table")
     if table:
-        interval = cost.get("ci_95")
-        high = "unbounded" if cost.get("upper_unbounded") else (f"{interval[1]:.4g}" if interval else "-")
         shown = "-" if cost.get("per_correct") is None else f"{cost['per_correct']:.4g}"
-        low = f"{interval[0]:.4g}" if interval else "-"
         lines.append(f"cost {cost['total']:.4g} (prices of {table['date'] or 'the command line'}); per correct answer "
-                     f"{shown} [{low}, {high}]")
+                     f"{shown} {interval_text(cost.get('ci_95'), '.4g')}")
         if cost.get("models_without_price"):
             lines.append(f"COST INCOMPLETE: no price for {', '.join(cost['models_without_price'])}; instances with "
                          "their turns are left out of the cost")
