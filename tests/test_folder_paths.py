@@ -157,9 +157,10 @@ def test_a_gate_that_ran_is_in_the_summary(tmp_path):
 # -- 9. a breaker's stop counts what errored and what did not run ----------------------------------
 
 def test_a_stopped_run_counts_errored_and_not_run_and_says_how_to_finish(tmp_path):
-    args = ("--max-retries", "0", "--no-cache", "--concurrency", "1", "--max-consecutive-errors", "3",
+    args = ("--max-retries", "0", "--no-cache", "--concurrency", "1", "--down-after", "0.5",
             "--limit", "40")
-    with OpenAIStub(default=Reply(status=500)) as stub:
+    # each failure takes 0.1 s, so the endpoint has been failing for the breaker's 0.5 s after a few instances
+    with OpenAIStub(default=Reply(status=500, delay=0.1)) as stub:
         run = run_command(tmp_path / "run", "--model", "stub", "--base-url", stub.url, *args)
         plain = bench(tmp_path / "pytest", "--apibank-model", "stub", "--apibank-base-url", stub.url,
                       *(arg if not arg.startswith("--") else "--apibank-" + arg[2:] for arg in args))
