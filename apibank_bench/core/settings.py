@@ -526,7 +526,7 @@ GIVEN = "apibank_run_config"
 GIVEN_NAMES = "apibank_given_names"  #: beside it, the names of the settings the user set
 
 
-def from_record(record: Mapping[str, Any]) -> RunConfig:
+def from_record(record: Mapping[str, Any]) -> RunConfig:  # noqa: F821 - made on first use (_run_config_class)
     """The RunConfig `to_record` described (already resolved and checked: nothing is parsed again)."""
     values = {s.name: _fresh(record.get(s.name, s.default)) for s in RUN_SETTINGS}
     if values["shard"] is not None:
@@ -631,7 +631,7 @@ def _resolve(chosen: Iterable[Setting], option_value: Callable[[Setting], Any], 
 
 def resolve(option_value: Callable[[Setting], Any] = lambda s: None,
             ini_value: Callable[[Setting], Any] = lambda s: None,
-            environ: Mapping[str, str] | None = None) -> RunConfig:
+            environ: Mapping[str, str] | None = None) -> RunConfig:  # noqa: F821 - made on first use (_run_config_class)
     """A run's settings (pytest options: `option_value` answers for `--apibank-NAME`)."""
     cfg = _run_config_class()(**_resolve(RUN_SETTINGS, option_value, lambda s: flag(s.name), ini_value, environ))
     if cfg.topology != "single" and cfg.team_size not in TEAM_SIZES:
@@ -639,7 +639,7 @@ def resolve(option_value: Callable[[Setting], Any] = lambda s: None,
     return cfg
 
 
-def from_environment(environ: Mapping[str, str] | None = None, **overrides: Any) -> RunConfig:
+def from_environment(environ: Mapping[str, str] | None = None, **overrides: Any) -> RunConfig:  # noqa: F821 - made on first use (_run_config_class)
     """Settings from the environment and defaults only (commands outside a run), with overrides."""
     return resolve(lambda s: overrides.get(s.name), environ=environ)
 
@@ -697,7 +697,7 @@ def value_of(args: Any, name: str, environ: Mapping[str, str] | None = None) -> 
                     environ)[name]
 
 
-def run_config_of(args: Any, environ: Mapping[str, str] | None = None, **given: Any) -> RunConfig:
+def run_config_of(args: Any, environ: Mapping[str, str] | None = None, **given: Any) -> RunConfig:  # noqa: F821 - made on first use (_run_config_class)
     """A run's settings from a command's flags (errors name the command's `--NAME`)."""
     def flag(setting: Setting) -> Any:
         return given[setting.name] if setting.name in given else getattr(args, setting.name, None)
