@@ -38,7 +38,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))  # runs from a checkout without installing
 
-from apibank_bench.apis.search import model as embedding
+from apibank_bench.apis.search import model as embedding  # noqa: E402 - after the checkout joins sys.path
 
 from apibank_bench.data import specs  # noqa: E402
 from apibank_bench.core.frozen import thaw  # noqa: E402

@@ -2,7 +2,7 @@
 
 Supports: `name ::= ...` rules, "literals", [classes] (with ^, ranges and
 backslash escapes), rule references, ( groups ), |, and the postfix operators
-* + ?. `matches(grammar, text)` says whether `root` derives exactly `text`;
+* + ? {m,n} {n}. `matches(grammar, text)` says whether `root` derives exactly `text`;
 `sample(grammar, rng)` draws a random string from the grammar; `parse_call`
 reads `[Name(k=literal, ...)]` with `ast` (never eval).
 """
@@ -60,6 +60,13 @@ def _tokenize(src: str) -> list[tuple[str, object]]:
         elif c in "()|*+?":
             tokens.append((c, None))
             i += 1
+        elif c == "{":
+            m = re.compile(r"\{(\d+)(?:,(\d+))?\}").match(src, i)
+            if not m:
+                raise ValueError(f"bad repetition at {src[i:i + 20]!r}")
+            low = int(m.group(1))
+            tokens.append(("{", (low, int(m.group(2)) if m.group(2) else low)))
+            i = m.end()
         else:
             m = re.compile(r"[A-Za-z0-9-]+").match(src, i)
             if not m:
@@ -100,10 +107,13 @@ def parse(src: str) -> dict[str, tuple]:
                 node = ("ref", val)
             else:
                 node = (kind, val)
-            while pos < len(tokens) and tokens[pos][0] in "*+?":
-                op = tokens[pos][0]
+            while pos < len(tokens) and tokens[pos][0] in ("*", "+", "?", "{"):
+                op, bounds = tokens[pos]
                 pos += 1
-                node = ("rep", node, 1 if op == "+" else 0, 1 if op == "?" else None)
+                if op == "{":
+                    node = ("rep", node, *bounds)
+                else:
+                    node = ("rep", node, 1 if op == "+" else 0, 1 if op == "?" else None)
             items.append(node)
         return ("seq", items)
 
@@ -192,7 +202,7 @@ def sample(grammar: str, rng: random.Random, max_repeat: int = 4) -> str:
             return "".join(gen(item) for item in node[1])
         if kind == "rep":
             _, inner, lo, hi = node
-            count = rng.randint(lo, hi if hi is not None else lo + max_repeat)
+            count = rng.randint(lo, min(hi, lo + max_repeat) if hi is not None else lo + max_repeat)
             return "".join(gen(inner) for _ in range(count))
         raise AssertionError(kind)
 

@@ -8,12 +8,23 @@ It also injects faults: error statuses with any body (`error`, `echo_key`),
 connections closed without a response (`reset`), slow, empty (`content: null`),
 surrogate-bearing and oversized answers, bodies cut off halfway (`cut`), and a server
 that dies (`dead_after=N`: the request after the first N is reset and later ones are
-refused). `port` fixes the port (a server restarted where it was).
+refused). `port` fixes the port (a server restarted where it was). A slow answer notices a
+client that leaves before it is ready (`closed_early`), as a real server does.
+
+Like a real local server (llama-cpp-python's: one completion at a time; llama.cpp's
+`llama-server`: its slots; vLLM at its batch limit), `slots=K` works on K completions at
+once and queues the rest in arrival order, each taking `hold` seconds of service once it
+has a slot; `backlog=B` answers 503 to a request that finds B already waiting. The
+server records its queue as each request arrives (`queue_seen`: how many were waiting
+for a slot, itself included; `max_queued`). Failures (error statuses, resets) are
+answered at once, before the queue, as a server still loading or a proxy in front of
+it does: `burst(40, error(503))` as the first replies fails the first 40 requests.
 """
 
 from __future__ import annotations
 
 import json
+import select
 import socket
 import struct
 import threading
@@ -35,6 +46,7 @@ class Reply:
     reset: bool = False  # close the connection without any response
     echo_key: bool = False  # the error body repeats the request's Authorization header, as some servers do
     cut: bool = False  # send the headers and half the body, then reset the connection
+    finish_reason: str | None = None  # the choice's finish_reason (default: "stop", or "tool_calls")
 
 
 def correct(text: str = "[GetToday()]") -> Reply:
@@ -92,8 +104,13 @@ def oversized(size: int = 10_000_000) -> Reply:
     return Reply(text="[GetToday()]" + "x" * size)
 
 
+def burst(count: int, reply: Reply | None = None) -> list[Reply]:
+    """The first `count` requests' replies: a failure each (503 unless told), e.g. `OpenAIStub(*burst(40))`."""
+    return [reply or Reply(status=503)] * count
+
+
 def completion_body(text: str, model: str = "stub-model", prompt_tokens: int = 11, completion_tokens: int = 7,
-                    tool_calls: list[dict[str, Any]] | None = None) -> dict:
+                    tool_calls: list[dict[str, Any]] | None = None, finish_reason: str | None = None) -> dict:
     message: dict[str, Any] = {"role": "assistant", "content": text}  # text None: content null
     if tool_calls:
         message = {"role": "assistant", "content": text or None, "tool_calls": [
@@ -108,7 +125,7 @@ def completion_body(text: str, model: str = "stub-model", prompt_tokens: int = 1
         "choices": [{
             "index": 0,
             "message": message,
-            "finish_reason": "tool_calls" if tool_calls else "stop",
+            "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop"),
         }],
         "usage": {
             "prompt_tokens": prompt_tokens,
@@ -124,16 +141,28 @@ class _Server(ThreadingHTTPServer):
 
 class OpenAIStub:
     def __init__(self, *replies: Reply, default: Reply | Callable[[dict], Reply] = Reply(), hold: float = 0.0,
-                 dead_after: int | None = None, owned_by: str | None = None, port: int = 0):
+                 dead_after: int | None = None, owned_by: str | None = None, port: int = 0,
+                 slots: int | None = None, backlog: int | None = None):
         self.script: deque[Reply] = deque(replies)
         self.default = default
         self.hold = hold  # extra seconds every request takes (for concurrency tests)
         self.dead_after = dead_after  # chat requests answered before the server dies
         self.owned_by = owned_by  # what /models says owns the model ("vllm", "openai"...; None: no such field)
         self.port = port
+        self.slots = slots  # completions worked on at once (None: every request at once)
+        self.backlog = backlog  # requests allowed to wait for a slot before more are answered 503 (None: no bound)
+        self.queue_seen: list[int] = []  # at each queued request's arrival: requests waiting for a slot, itself included
+        self.max_queued = 0
+        self.rejected = 0  # answered 503 because the backlog was full
+        self._tickets = 0  # queued requests, in arrival order
+        self._started = 0  # ... of which given a slot
+        self._finished = 0  # ... of which done with it
+        self._slot_free = threading.Condition(threading.Lock())
         self.requests: list[dict[str, Any]] = []
         self.active = 0
         self.max_concurrent = 0
+        self.closed_early = 0  # requests whose client closed the connection before the answer was ready
+        self.last_answer = 0.0  # when the last request was answered (monotonic)
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -148,6 +177,29 @@ class OpenAIStub:
             if self.script:
                 return self.script.popleft()
         return self.default(body) if callable(self.default) else self.default
+
+    def _serve_in_turn(self, delay: float) -> bool:
+        """Wait for a slot in arrival order, then take `hold` (+ `delay`) seconds of service; False if the backlog
+        was full (not served)."""
+        with self._slot_free:
+            waiting = self._tickets - self._started
+            if self.backlog is not None and waiting >= self.backlog:
+                self.rejected += 1
+                return False
+            ticket = self._tickets
+            self._tickets += 1
+            self.queue_seen.append(waiting + 1 if ticket >= self._finished + self.slots else 0)
+            self.max_queued = max(self.max_queued, self.queue_seen[-1])
+            while ticket >= self._finished + self.slots:
+                self._slot_free.wait()
+            self._started += 1
+        try:
+            time.sleep(self.hold + delay)
+        finally:
+            with self._slot_free:
+                self._finished += 1
+                self._slot_free.notify_all()
+        return True
 
     @property
     def url(self) -> str:
@@ -208,6 +260,25 @@ class OpenAIStub:
                     pass
                 self.close_connection = True
 
+            def _wait(self, seconds: float) -> bool:
+                """Take `seconds` to answer, as a server computing it would; False if the client closed the
+                connection meanwhile (counted in `closed_early`, as a real server notices a disconnect)."""
+                deadline = time.monotonic() + seconds
+                while (left := deadline - time.monotonic()) > 0:
+                    readable, _, _ = select.select([self.connection], [], [], left)
+                    if readable:  # the request was read whole: only its end (EOF or reset) can be readable
+                        try:
+                            gone = not self.connection.recv(1, socket.MSG_PEEK)
+                        except OSError:
+                            gone = True
+                        if gone:
+                            with stub._lock:
+                                stub.closed_early += 1
+                            self.close_connection = True
+                            return False
+                        time.sleep(min(left, 0.01))  # pipelined bytes (no client of ours sends any)
+                return True
+
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
                     model = {"id": "stub-model", "object": "model"}
@@ -238,6 +309,7 @@ class OpenAIStub:
                         done.append(True)
                         with stub._lock:
                             stub.active -= 1
+                            stub.last_answer = time.monotonic()
 
                 try:
                     if dying:
@@ -245,7 +317,12 @@ class OpenAIStub:
                         answered()
                         return self._reset()
                     reply = stub._next_reply(body)
-                    time.sleep(stub.hold + reply.delay)
+                    if stub.slots and not (reply.reset or reply.status >= 400):
+                        if not stub._serve_in_turn(reply.delay):
+                            answered()
+                            return self._send(503, b'{"error": {"message": "server busy: backlog full"}}', {})
+                    elif not self._wait(stub.hold + reply.delay):
+                        return  # the client is gone: nobody to answer
                     answered()
                     if reply.reset:
                         return self._reset()
@@ -261,7 +338,8 @@ class OpenAIStub:
                         }}).encode()
                     else:
                         payload = json.dumps(completion_body(reply.text, body.get("model", "stub-model"),
-                                                            tool_calls=reply.tool_calls)).encode()
+                                                            tool_calls=reply.tool_calls,
+                                                            finish_reason=reply.finish_reason)).encode()
                     if reply.cut:
                         return self._cut(payload)
                     self._send(reply.status, payload, reply.headers)

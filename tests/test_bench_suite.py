@@ -189,6 +189,26 @@ def _llama_servers() -> list[str]:
     return [line for line in out.splitlines() if "llama_cpp.server" in line]
 
 
+def test_xdist_workers_share_the_one_embedded_server_the_controller_starts(tmp_path):
+    """Under `-n 2` the controller starts the embedded model once and both workers send to it."""
+    starts = tmp_path / "starts.log"
+    env = {key: value for key, value in os.environ.items()
+           if key not in {"OPENAI_BASE_URL", "APIBANK_BASE_URLS", "APIBANK_BASE_URL", "APIBANK_MODEL"}}
+    env.update(APIBANK_STARTS_LOG=str(starts),
+               PYTHONPATH=os.pathsep.join([str(PROJECT_ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
+    run = subprocess.Popen([sys.executable, "-m", "pytest", str(PROJECT_ROOT / "bench_tests"), "-q", "-p",
+                            "no:cacheprovider", "-p", "embedded_stand_in", "-n", "2", "--apibank-limit", "6",
+                            "--apibank-no-cache", "--apibank-out-dir", str(tmp_path / "out")],
+                           cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = run.communicate(timeout=600)[0]
+    assert run.returncode in (0, 1), output[-3000:]
+    assert starts.read_text().split() == [str(run.pid)], output[-3000:]  # one start, by the controller
+    results = read_jsonl(tmp_path / "out" / "results.jsonl")
+    assert [line["id"] for line in results] == EVAL_IDS[:6]
+    assert all(line["stage"] != "error" and line["predicted_call"] == "[GetToday()]" for line in results)
+    assert output.count("starting the embedded local model") == 1
+
+
 @pytest.mark.slow
 def test_no_endpoint_means_the_embedded_model_solves_two_instances(tmp_path):
     env = {key: value for key, value in os.environ.items()

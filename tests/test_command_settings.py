@@ -65,6 +65,10 @@ def sample(setting: settings.Setting) -> str:
         return '{"k": 1}'
     if setting.name == "model_aliases":
         return "qwen=org/model"
+    if setting.name == "model_role":
+        return "final=org/model@http://x/v1"
+    if setting.name == "price":
+        return "org/model=0.5/1.5"
     if setting.parse in (str, settings.parse_list, settings.parse_urls):
         return "http://x/v1" if setting.parse is settings.parse_urls else "some-value"
     for number in ("3", "0.5"):  # a count, else a fraction (a significance level)

@@ -42,6 +42,7 @@ def test_overall_matches_scipy_and_numpy_on_the_same_table(runs):
     assert overall["ci_95"] == pytest.approx(list(_direct_bootstrap(a, o, 5)), abs=1e-12)
     assert overall["accuracy_baseline"] == 1 - len(WRONG_A) / 100
     assert overall["accuracy_run"] == 1 - len(WRONG_B) / 100
+    assert overall["difference"] == pytest.approx((c - b) / 100) == pytest.approx(-0.10)  # the run's minus the baseline's
     ids = [task.combined_id for task in tasks]
     assert overall["won"] == [ids[i] for i in sorted(WRONG_A - WRONG_B)]
     assert overall["lost"] == [ids[i] for i in sorted(WRONG_B - WRONG_A)]
@@ -60,10 +61,18 @@ def test_per_level_pairs_only_that_levels_instances(runs):
     assert by_level["3"]["ci_95"] == pytest.approx(list(_direct_bootstrap(a, o, 0)), abs=1e-12)
 
 
-def test_a_run_against_itself_shows_no_difference(runs):
-    _, run_a, _ = runs
+def test_a_run_against_itself_shows_no_difference(runs, tmp_path):
+    tasks, run_a, _ = runs
     overall = compare([run_a, run_a])["comparisons"][0]["overall"]
     assert (overall["difference"], overall["ci_95"], overall["mcnemar_p"]) == (0.0, [0.0, 0.0], 1.0)
+    assert (overall["won"], overall["lost"], overall["n"]) == ([], [], 100)
+    assert overall["accuracy_baseline"] == overall["accuracy_run"] == 1 - len(WRONG_A) / 100
+    # ...and the same run with one of its wrong instances put right differs by exactly +1 point, that way round.
+    fixed = score_folder(tmp_path, "fixed", tasks, WRONG_A - {9})
+    overall = compare([run_a, fixed])["comparisons"][0]["overall"]
+    assert overall["difference"] == pytest.approx(0.01) and overall["won"] == [tasks[9].combined_id]
+    assert overall["lost"] == [] and 0.0 <= overall["ci_95"][0] <= overall["ci_95"][1] <= 0.03
+    assert overall["accuracy_run"] - overall["accuracy_baseline"] == pytest.approx(0.01)
 
 
 def test_error_rows_are_left_out_of_the_pairing_and_counted(runs, tmp_path):
@@ -165,19 +174,42 @@ def test_cli_table_and_json(runs, capsys):
     assert "run_b vs baseline run_a" in table and "overall" in table and "McNemar p" in table
 
 
-def test_the_minimum_detectable_difference_comes_from_the_observed_discordance(runs):
-    from statistics import NormalDist
+def _exact_power(n: int, psi: float, delta: float, alpha: float = 0.05) -> float:
+    """The exact McNemar test's power, from scipy alone (see test_stats)."""
+    power = 0.0
+    for d in range(1, n + 1):
+        lost = np.arange(d + 1)
+        p_values = np.minimum(1.0, 2 * np.minimum(sp.binom.cdf(lost, d, 0.5), sp.binom.sf(lost - 1, d, 0.5)))
+        power += sp.binom.pmf(d, n, psi) * sp.binom.pmf(lost[p_values < alpha], d, (psi + delta) / (2 * psi)).sum()
+    return power
 
+
+def test_the_minimum_detectable_difference_comes_from_the_observed_discordance(runs):
     from apibank_bench.reports.compare import format_table
 
     tasks, run_a, run_b = runs
     result = compare([run_a, run_b])
     overall = result["comparisons"][0]["overall"]
     delta, psi, n = overall["min_detectable_difference"], (19 + 9) / 100, 100
-    z = NormalDist().inv_cdf
-    # Connor's equation for the paired design holds at the reported difference.
-    assert delta * n ** 0.5 == pytest.approx(z(0.975) * psi ** 0.5 + z(0.8) * (psi - delta ** 2) ** 0.5, abs=1e-6)
+    # The smallest difference the exact test detects with 80 % power, never more than the discordance.
+    assert delta <= psi and _exact_power(n, psi, delta) >= 0.8 > _exact_power(n, psi, 0.99 * delta)
     assert f"{delta:.1%}" in format_table(result).splitlines()[5] and "MDD 80%" in format_table(result)
+
+
+def test_with_few_discordant_pairs_it_says_no_difference_is_detectable(runs, tmp_path):
+    from apibank_bench.reports.compare import format_table
+
+    tasks, run_a, _ = runs
+    close = score_folder(tmp_path, "close3", tasks, WRONG_A | {1, 2, 5})  # 3 discordant pairs of 100
+    result = compare([run_a, close])
+    overall = result["comparisons"][0]["overall"]
+    assert (overall["baseline_only_correct"], overall["run_only_correct"]) == (3, 0)
+    assert overall["min_detectable_difference"] is None  # not 4.8 %: a difference can be 3 points at most
+    assert _exact_power(100, 0.03, 0.03) < 0.1
+    table = format_table(result)
+    overall_line = next(line for line in table.splitlines() if line.startswith("overall"))
+    assert overall_line.split()[-1] == "none" and "none: no difference is detectable at 80 % power" in table
+    assert " - " not in overall_line and not overall_line.endswith("-")  # `-` no longer means anything here
 
 
 def test_runs_of_several_epochs_pair_on_epoch_0_and_show_their_flip_rate(tmp_path):
@@ -199,3 +231,39 @@ def test_runs_of_several_epochs_pair_on_epoch_0_and_show_their_flip_rate(tmp_pat
     assert (facts["epochs"], facts["instances"]) == (3, 3)
     assert facts["flip_rate"] == pytest.approx(1 / 3) and facts["mean_accuracy_over_epochs"] == pytest.approx(5 / 9)
     assert "epochs" not in result["runs"][0]
+
+
+def test_optimize_final_pairs_as_compare_does_error_rows_left_out(tmp_path):
+    """The issue's case: the seed run's 3 error rows were counted as wrong answers by final.json
+    ("improved 3, p 0.25") where `compare` left them out (97 paired, p 1.0)."""
+    from apibank_bench.optimize.final import compare as final_compare
+    from apibank_bench.reports.compare import Run, compare_runs
+    from apibank_bench.runs.row import ResultRow
+    from apibank_bench.scoring.stage import Stage
+
+    ids = [f"level-1::t{i}" for i in range(100)]
+    seed = [ResultRow(i, 0, "1", k >= 3, Stage.ERROR if k < 3 else Stage.SCORE, model_calls=1)
+            for k, i in enumerate(ids)]
+    optimized = [ResultRow(i, 0, "1", k != 50, Stage.SCORE, model_calls=1) for k, i in enumerate(ids)]
+    final = final_compare(seed, optimized)
+    comp = compare_runs([Run("seed", tmp_path, seed, {}), Run("optimized", tmp_path, optimized, {})])
+    overall = comp["comparisons"][0]["overall"]
+    assert final["paired_test"]["p_value"] == overall["mcnemar_p"] == 1.0
+    assert final["paired_test"]["paired"] == overall["n"] == 97
+    assert final["paired_test"]["errors_excluded"] == comp["comparisons"][0]["errors_excluded"] == \
+        {"baseline": 3, "run": 0}
+    assert (final["improved"], final["regressed"]) == (overall["won"], overall["lost"]) == ([], [ids[50]])
+
+
+def test_every_paired_test_goes_through_the_one_pairing():
+    """The paired statistics are called in runs.stats (their definitions) and runs.pairing only: any
+    other caller would be a second pairing."""
+    import re
+
+    from apibank_bench.core.paths import PROJECT_ROOT
+
+    package = PROJECT_ROOT / "apibank_bench"
+    calls = re.compile(r"\b(mcnemar_exact|discordant|paired_bootstrap|min_detectable_difference)\(")
+    callers = {path.relative_to(package).as_posix() for path in package.rglob("*.py")
+               if calls.search(re.sub(r"def \w+\(", "", path.read_text(encoding="utf-8")))}
+    assert callers == {"runs/stats.py", "runs/pairing.py"}

@@ -128,7 +128,7 @@ def run_side(make_env, task, params, plain: bool) -> dict:
     for turn in task.prior_api_turns:
         if turn.api_name != "ToolSearcher":  # as our Environment.replay does
             turn_params = thaw(turn.params) if plain else turn.params
-            outcome["replay"].append(canon(attempt(lambda: env.call(turn.api_name, turn_params))))
+            outcome["replay"].append(canon(attempt(lambda: env.call(turn.api_name, turn_params))))  # noqa: B023 - called at once
     name = task.gold.api_name
     if params is not None:
         status, result = attempt(lambda: env.call(name, params))

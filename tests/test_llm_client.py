@@ -10,7 +10,7 @@ import pytest
 
 from apibank_bench.llm import ChatClient, ModelConfig, ModelError, RetryPolicy
 from apibank_bench.llm.http import APIConnectionError
-from apibank_bench.llm.limit import AdaptiveLimit
+from apibank_bench.llm.limit import Limiter
 from openai_stub import OpenAIStub, Reply, correct, error, malformed, slow, wrong
 
 MESSAGES = [{"role": "system", "content": "You call APIs."}, {"role": "user", "content": "What day is it?"}]
@@ -119,7 +119,7 @@ def test_connection_refused_is_retried_then_reported():
 
 def test_in_flight_cap_holds_across_threads_and_clients():
     with OpenAIStub(hold=0.15) as server:
-        limiter = AdaptiveLimit(2)  # one cap shared by both clients
+        limiter = Limiter(2)  # one ceiling (and one learned limit per endpoint) shared by both clients
         clients = [ChatClient(ModelConfig(base_urls=[server.url], model="m"), limiter=limiter) for _ in range(2)]
         errors: list[BaseException] = []
 
@@ -140,27 +140,14 @@ def test_in_flight_cap_holds_across_threads_and_clients():
         assert limiter.active == 0  # every slot was given back
 
 
-def test_429s_halve_the_cap_and_successes_win_it_back():
-    limit = AdaptiveLimit(8)
-    limit.throttled()
-    limit.throttled()
-    assert limit.size == 2
-    for _ in range(2):
-        limit.succeeded()
-    assert limit.size == 3  # `size` successes in a row add one
-    for _ in range(100):
-        limit.succeeded()
-    assert limit.size == 8  # never above the ceiling
-    for _ in range(10):
-        limit.throttled()
-    assert limit.size == 1  # never below one
-
-
-def test_a_rate_limited_endpoint_lowers_the_cap_of_the_client():
+def test_a_rate_limited_endpoint_lowers_the_limit_of_the_client():
+    """Three 429s for one request, each sent after the last cut (a new round trip): 8 halved three times."""
     with OpenAIStub(*[error(429, {"Retry-After": "0"})] * 3) as server:
         client = make_client(server.url, max_retries=5, max_in_flight=16)
         assert client.complete(MESSAGES).text
-    assert client.limiter.size == 2  # 16 halved three times
+    (limit,) = client.limiter.endpoints.values()
+    assert [n for _, n in limit.changes[:4]] == [8, 4, 2, 1]  # then regained in slow start (+1 per answer)
+    assert limit.limit == 2 and client.limiter.ceiling == 16
 
 
 def test_identical_requests_in_flight_at_once_are_sent_once(tmp_path):
@@ -406,3 +393,14 @@ def test_requests_go_through_the_proxy_the_environment_names(stub, monkeypatch, 
         assert len(stub.chat_requests) == 1
     finally:
         proxy.close()
+
+
+@pytest.mark.parametrize("kind, initial", [("vllm", 128), ("sglang", 128), ("llama.cpp", 8), ("openai", 8)])
+def test_the_limit_starts_wide_only_at_a_server_known_to_batch(kind, initial):
+    """vLLM and SGLang work on up to 256 completions at once; llama.cpp's slots, Ollama or an unknown server may
+    serve one at a time, where a wide start would queue slow completions past the timeout."""
+    with OpenAIStub() as server:
+        client = make_client(server.url, server_kind=kind)
+        client.complete(MESSAGES)
+    (limit,) = client.limiter.endpoints.values()
+    assert limit.changes[0] == (0.0, initial)

@@ -7,6 +7,7 @@ import random
 import pytest
 
 from apibank_bench.llm import call_extra_body, call_grammar, grammar_extra_body
+from apibank_bench.llm.grammar import MAX_ITEMS, MAX_STRING
 from apibank_bench.data.specs import LEVEL3, LEVEL12, specs
 from gbnf_check import matches, parse_call, sample
 
@@ -24,7 +25,10 @@ UNTYPED = call_grammar(VISIBLE, typed=False)
     "[AddAgenda(content='x',location='y')]",
     "[ToolSearcher(keywords='add agenda')]",
     r"[AddAgenda(content='it\'s \"fine\" \\ ok\n')]",
-    "[AddAgenda(content='ü € 😀 [x] (y) a=b, c')]",
+    "[AddAgenda(content='~ [x] (y) a=b, c; {z} $5 #1 @u %p ^&*|<>?!`')]",
+    "[AddAgenda(content='" + "x" * MAX_STRING + "')]",
+    "[AddMeeting(attendees=[" + ", ".join(["'a'"] * MAX_ITEMS) + "])]",
+    "[BookHotel(room_count=123456789012.123456)]",
     "[BookHotel(room_count=2, adult_count='3', child_count=0)]",
     "[TimedSwitch(name='light', time='2023-03-01 10:00:00', on=True)]",
     "[TimedSwitch(on='False')]",
@@ -68,6 +72,12 @@ def test_typed_values(text):
     "[AddMeeting(attendees=[['a']])]",  # nested lists
     "[RecordHealthData(health_data=[{'a': {'b': 1}}])]",  # nested dicts
     "[AddAgenda(token='a',)]",
+    "[AddAgenda(content='" + "x" * (MAX_STRING + 1) + "')]",  # bounded: a runaway string ends
+    "[AddMeeting(attendees=[" + ", ".join(["'a'"] * (MAX_ITEMS + 1)) + "])]",  # bounded: a runaway list ends
+    "[RecordHealthData(health_data=[{" + ", ".join(["'a': 1"] * (MAX_ITEMS + 1)) + "}])]",
+    "[BookHotel(room_count=1234567890123)]",  # 13 integer digits
+    "[AddAgenda(content='ü')]",  # printable ASCII only, as every gold value
+    "[AddAgenda(content='a\tb')]",  # a raw tab: control characters only as escapes
     "AddAgenda(token='a')",
     " [GetToday()]",
     "[GetToday()] and more",
@@ -121,3 +131,36 @@ def test_extra_body_per_server_kind():
     assert call_extra_body(VISIBLE, "none") == {}
     with pytest.raises(ValueError):
         grammar_extra_body("G", "tgi")
+
+
+def _literal(value) -> str:
+    """A value as the grammar writes it: single-quoted strings, Python's numbers and booleans."""
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n").replace("\t", "\\t")
+        return f"'{escaped}'"
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def test_every_instance_grammar_admits_its_gold_call(apibank_root):
+    """The bounds lose no gold answer: over all 753 instances, each gold call (its parameters in spec
+    order) is admitted by the grammar of that instance's visible APIs, unless the gold itself names an
+    API the instance does not show or a parameter its spec lacks (which no grammar of ours admits)."""
+    from apibank_bench.agents.prompts import visible_schemas
+    from apibank_bench.data.tasks import load_level
+
+    checked = 0
+    for task in (task for level in "123" for task in load_level(level, apibank_root)):
+        schemas = visible_schemas(task)
+        spec = next((s for s in schemas if s["name"] == task.gold.api_name), None)
+        order = list(spec["input_parameters"]) if spec else []
+        if spec is None or not set(task.gold.params) <= set(order):
+            continue
+        args = ", ".join(f"{key}={_literal(task.gold.params[key])}" for key in order if key in task.gold.params)
+        text = f"[{task.gold.api_name}({args})]"
+        assert matches(call_grammar(schemas), text), (task.combined_id, text)
+        checked += 1
+    assert checked > 700

@@ -111,3 +111,34 @@ def test_no_server_is_left_behind_when_the_owner_dies(how, tmp_path):
         if owner.poll() is None:
             owner.kill()
             owner.wait()
+
+
+@needs_model
+def test_the_context_holds_the_longest_prompt_and_max_tokens(apibank_root):
+    """DEFAULT_N_CTX is sized to the data (not 8192): every instance's single-agent prompt, in the
+    gemma chat format, plus the default max_tokens fits; a prompt beyond it would be refused (HTTP 400)."""
+    import llama_cpp
+
+    from apibank_bench.agents.prompts import role_prompt, task_prompt
+    from apibank_bench.core.settings import BY_NAME
+    from apibank_bench.data.tasks import load_level
+    from apibank_bench.llm.client import fold_system
+    from apibank_bench.llm.local_server import DEFAULT_N_CTX, model_file
+
+    vocab = llama_cpp.Llama(str(model_file()), vocab_only=True, verbose=False)
+    longest = 0
+    for task in (task for level in "123" for task in load_level(level, apibank_root)):
+        messages = fold_system([{"role": "system", "content": role_prompt("single", "solver")},
+                                {"role": "user", "content": task_prompt(task)}])
+        text = f"<start_of_turn>user\n{messages[0]['content']}<end_of_turn>\n<start_of_turn>model\n"
+        longest = max(longest, len(vocab.tokenize(text.encode(), add_bos=True, special=True)))
+    assert longest + BY_NAME["max_tokens"].default <= DEFAULT_N_CTX
+    assert DEFAULT_N_CTX - longest - BY_NAME["max_tokens"].default < 256  # sized to fit, not padded
+
+
+def test_the_server_keeps_one_row_of_logits_and_a_small_compute_buffer():
+    command = LocalServer("model.gguf").command(8080)
+    options = dict(zip(command[::2], command[1::2]))
+    assert options["--logits_all"] == "false" and int(options["--n_ubatch"]) <= 128
+    assert options["--n_threads_batch"] == "1"
+    assert options["--n_ctx"] == str(LocalServer().n_ctx)

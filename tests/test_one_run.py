@@ -90,7 +90,7 @@ def test_lf_reruns_the_failed_instances_and_keeps_the_passing_rows(tmp_path):
         before = len(stub.chat_requests)
         again = _pytest(out, cache, "--lf", *common)
         asked = len(stub.chat_requests) - before
-    assert "3 failed in" in again.stdout, again.stdout[-2000:]
+    assert "3 failed, 3 deselected in" in again.stdout, again.stdout[-2000:]
     assert asked == 3  # only the failed instances ran again
     after = read_jsonl(out / "results.jsonl")
     assert [row["id"] for row in after] == EVAL_IDS[:6]

@@ -125,7 +125,7 @@ def test_report_page_in_headless_chromium(report, tmp_path):
     assert ">0.0417<" in dom and "over the seeds" in dom  # and so is the per-seed table
     # Runs recorded with another selection are compared with the difference said in words, not hashes alone.
     assert "ran another selection of instances" in dom
-    assert len(page.images) == 3  # accuracy intervals, failures by stage, accuracy against tokens
+    assert len(page.images) == 4  # accuracy intervals, failures by stage, accuracy against tokens, the frontier
     for src in page.images:
         prefix = "data:image/png;base64,"
         assert src.startswith(prefix)

@@ -26,11 +26,16 @@ def test_the_scorer_reports_each_stage(apibank_root):
     tasks = [get_task(task_id, root=apibank_root) for task_id in manifest_ids("all")]
     plain = next(task for task in tasks if task.gold.api_name != "ToolSearcher")
     search = next(task for task in tasks if task.gold.api_name == "ToolSearcher")
-    assert scorer.score(plain, "no call here").stage is Stage.PARSE
-    assert scorer.score(plain, "[NotAnApi(x=1)]").stage is Stage.API_NAME
+    unparsed = scorer.score(plain, "no call here")
+    assert (unparsed.stage, unparsed.correct, unparsed.predicted_call) == (Stage.PARSE, False, None)
+    assert unparsed.error.startswith("ParseError")
+    misnamed = scorer.score(plain, "[NotAnApi(x=1)]")
+    assert (misnamed.stage, misnamed.correct) == (Stage.API_NAME, False)
+    assert misnamed.predicted_call == "[NotAnApi(x=1)]" and "NotAnApi != " in misnamed.error
     for task in (plain, search):
         score = scorer.score(task, task.gold_call)
-        assert (score.stage, score.correct) == (Stage.SCORE, True)
+        assert (score.stage, score.correct, score.api_name) == (Stage.SCORE, True, task.gold.api_name)
+        assert score.predicted_call is not None and score.predicted_call.startswith(f"[{task.gold.api_name}(")
     keyword = Scorer(apibank_root, "keyword")  # no embedding needed
     wrong = keyword.score(search, "[ToolSearcher(keywords='nothing like the gold')]")
     assert (wrong.stage, wrong.correct) == (Stage.SCORE, False) and "keyword mismatch" in wrong.error
@@ -44,3 +49,44 @@ def test_a_results_line_holds_the_stage_as_a_plain_str(apibank_root):
     assert row.stage is Stage.PARSE  # a Stage in Python
     result = row.to_json()
     assert type(result["stage"]) is str and result["stage"] == "parse"  # xdist's channel serializes no enum
+
+
+def test_an_api_scorer_that_raises_fails_the_answer_at_the_score_stage(apibank_root, monkeypatch):
+    from apibank_bench.scoring import scorer as scorer_module
+
+    def broken(task, arguments, scorer):
+        raise RuntimeError("the API failed on this answer")
+
+    task = next(get_task(i, root=apibank_root) for i in manifest_ids("all")
+                if get_task(i, root=apibank_root).gold.api_name != "ToolSearcher")
+    monkeypatch.setattr(scorer_module, "scorer_for", lambda name: broken)
+    score = Scorer(apibank_root).score(task, task.gold_call)
+    assert (score.stage, score.correct) == (Stage.SCORE, False)
+    assert score.error == "RuntimeError: the API failed on this answer" and score.api_name == task.gold.api_name
+
+
+def test_a_score_is_a_frozen_value():
+    import dataclasses
+
+    import pytest
+
+    from apibank_bench.scoring.scorer import Score
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Score(True, Stage.SCORE, None).correct = False
+
+
+def test_the_toolsearcher_scorer_of_a_task_and_what_preload_loads(apibank_root):
+    tasks = [get_task(task_id, root=apibank_root) for task_id in manifest_ids("all")]
+    level1 = next(task for task in tasks if task.level == "1")
+    level2 = next(task for task in tasks if task.level == "2")
+    default = Scorer(apibank_root)
+    assert (default.toolsearcher_scorer_for(level1), default.toolsearcher_scorer_for(level2)) == ("keyword", "official")
+    keyword = Scorer(apibank_root, " Keyword ")
+    assert keyword.toolsearcher_scorer_for(level2) == "keyword"  # the user's choice wins over the level's
+    assert keyword.preload(tasks) is None  # keywords are compared, nothing is embedded
+    assert default.preload([task for task in tasks if task.gold.api_name != "ToolSearcher"]) is None
+    searched = [task for task in tasks if task.gold.api_name == "ToolSearcher" and task.level != "1"]
+    thread = default.preload(searched)
+    assert thread is not None and thread.daemon  # a background load that never holds the run open
+    thread.join()

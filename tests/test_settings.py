@@ -25,7 +25,7 @@ def test_defaults():
     cfg = resolve()
     assert (cfg.level, cfg.topology, cfg.team_size, cfg.rounds, cfg.message_format) == ("all", "single", 4, 2, "freeform")
     assert cfg.cache is True and cfg.constrained is None and cfg.limit is None
-    assert (cfg.temperature, cfg.top_p, cfg.max_tokens, cfg.timeout, cfg.max_retries) == (0.2, 0.9, 1024, 60.0, 5)
+    assert (cfg.temperature, cfg.top_p, cfg.max_tokens, cfg.timeout, cfg.max_retries) == (0.2, 0.9, 1024, 600.0, 5)
     assert cfg.results_dir.endswith("results/apibank/embedded/single")
     assert cfg.cache_root == Path("~/.cache/apibank-bench").expanduser()
 

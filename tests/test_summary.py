@@ -1,5 +1,6 @@
 """summary.json's statistics: errors are not answers, missing usage is not zero, intervals and flags."""
 
+import itertools
 import json
 
 import pytest
@@ -9,9 +10,18 @@ from apibank_bench.runs.row import ResultRow
 from apibank_bench.runs.summary import add_summary_to_json_report, gold_api_name, summarize_rows, table_lines
 
 
+_IDS = itertools.count()
+
+
 def _row(level="1", correct=True, stage="score", api="AddAgenda", **extra):
-    return ResultRow.from_json({"id": f"x{id(extra)}", "level": level, "correct": correct, "stage": stage,
-                                "gold_call": f"[{api}(content='a(b)')]", **extra})
+    """A row of its own instance (pass `id` and `epoch` for another epoch of one)."""
+    line = {"id": f"x{next(_IDS)}", "level": level, "correct": correct, "stage": stage,
+            "gold_call": f"[{api}(content='a(b)')]", **extra}
+    return ResultRow.from_json(line)
+
+
+def _rows(count: int, **fields) -> list[ResultRow]:
+    return [_row(**fields) for _ in range(count)]
 
 
 def test_error_rows_count_as_errors_never_as_correct():
@@ -27,7 +37,7 @@ def test_error_rows_count_as_errors_never_as_correct():
 
 
 def test_levels_apis_and_flags():
-    rows = [_row(level="1", api="AddAgenda")] * 25 + [_row(level="2", correct=False, api="ToolSearcher")] * 5
+    rows = _rows(25, level="1", api="AddAgenda") + _rows(5, level="2", correct=False, api="ToolSearcher")
     summary = summarize_rows(rows)
     assert summary["by_level"]["1"]["flags"] == [] and summary["by_level"]["2"]["flags"] == ["small_n"]
     assert {api: (part["correct"], part["total"]) for api, part in summary["by_api"].items()} == \
@@ -88,7 +98,7 @@ def test_summary_json_of_the_gold_calls_over_the_eval_set(tmp_path, apibank_root
 
 
 def test_terminal_table_shows_intervals_errors_and_flags():
-    rows = [_row(level="1")] * 30 + [_row(level="2", correct=False, stage="error")] * 2 + \
+    rows = _rows(30, level="1") + _rows(2, level="2", correct=False, stage="error") + \
         [_row(level="2", prompt_tokens=10, completion_tokens=2, model_calls=1)]
     lines = table_lines(summarize_rows(rows))
     assert lines[1].split() == ["1", "30", "30", "0", "100.0%", "[0.886,", "1.000]"]
@@ -98,3 +108,47 @@ def test_terminal_table_shows_intervals_errors_and_flags():
     assert "failures by stage: parse 0, api_name 0, score 0, error 2" in lines
     assert lines[-2] == "tokens per instance: 12 (usage missing for 32 instances)"
     assert lines[-1] == "tokens per correct answer: 12 [12, 12]"  # the instance with usage is right
+
+
+def _epochs(right: list[int], epochs: int, level: str = "1") -> list[ResultRow]:
+    """One instance per entry, right in that many of its `epochs` epochs."""
+    start = next(_IDS)
+    return [_row(level=level, id=f"i{start}-{index}", epoch=epoch, correct=epoch < count)
+            for epoch in range(epochs) for index, count in enumerate(right)]
+
+
+def test_with_epochs_the_headline_counts_instances_and_takes_the_clustered_interval():
+    from apibank_bench.runs.stats import clustered_wilson, wilson
+
+    # The issue's case: 20 instances x 4 epochs; an instance mostly right or wrong in all its epochs.
+    right = [4] * 8 + [0] * 8 + [3, 1, 2, 2]
+    summary = summarize_rows(_epochs(right, 4))
+    assert (summary["total"], summary["attempts"], summary["correct"]) == (20, 80, 40)
+    assert summary["accuracy"] == 0.5
+    assert summary["wilson_95"] == list(clustered_wilson(right, [4] * 20))
+    low, high = summary["wilson_95"]
+    rows_low, rows_high = wilson(40, 80)  # what the headline showed: every row an independent instance
+    assert low < rows_low - 0.05 and high > rows_high + 0.05
+    assert summary["by_level"]["1"]["total"] == 20 and summary["by_api"]["AddAgenda"]["total"] == 20
+    # n counts instances, so 10 instances of 4 epochs are a small n (40 rows are not 40 instances).
+    assert summarize_rows(_epochs([2] * 10, 4))["flags"] == ["small_n"]
+
+
+def test_epochs_tables_name_their_rows_and_count_instances():
+    summary = summarize_rows(_epochs([4] * 10 + [0] * 10, 2) + _epochs([1] * 5, 2, level="2"))
+    lines = table_lines(summary)
+    assert lines[0].split()[:5] == ["level", "correct", "attempts", "n", "errors"]
+    assert lines[1].split()[:5] == ["1", "20", "40", "20", "0"] and lines[2].split()[:4] == ["2", "5", "10", "5"]
+    assert "n counts instances, each solved in several epochs; accuracy is over the attempts" in lines
+    repeats = lines[lines.index(next(line for line in lines if "pass@" in line)):]
+    assert repeats[0].split()[:3] == ["level", "epochs", "mean"]  # its rows are levels, their epochs a column
+    assert [line.split()[:2] for line in repeats[1:4]] == [["1", "2"], ["2", "2"], ["overall", "2"]]
+
+
+def test_tokens_per_correct_with_an_unbounded_upper_end_says_so():
+    rows = [_row(correct=index == 3, prompt_tokens=500, completion_tokens=15, model_calls=1) for index in range(100)]
+    summary = summarize_rows(rows)
+    per_correct = summary["tokens_per_correct"]
+    assert per_correct["tokens_per_correct"] == 51500 and per_correct["ci_95"][1] is None
+    assert f"tokens per correct answer: 51500 [{per_correct['ci_95'][0]:.0f}, ∞]" in table_lines(summary)
+    assert json.loads(json.dumps(summary))["tokens_per_correct"]["ci_95"][1] is None  # JSON: null, not Infinity

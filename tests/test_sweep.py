@@ -210,6 +210,22 @@ def test_a_cell_of_several_epochs_reports_its_spread_across_the_epochs(tmp_path)
     assert "sd 50.0 points over 3 epochs, flip rate 100.0%" in markdown
 
 
+def test_an_epochs_axis_runs_and_its_tables_hold_each_column_once_and_count_instances(tmp_path, capsys):
+    """The issue's command: the `epochs` axis value (1, 2) was taken for the epochs statistics (exit 2 with
+    'sd_over_epochs' after every cell ran), and sweep.csv held the `epochs` column twice."""
+    out = tmp_path / "sweep"
+    assert sweep(out, "--model", "gold", "--limit", "5", "--epochs", "1,2") == 0, capsys.readouterr()
+    header = (out / SWEEP_CSV).read_text().splitlines()[0].split(",")
+    assert len(header) == len(set(header)) and header.count("epochs") == 1
+    rows = {row["epochs"]: row for row in csv_rows(out / SWEEP_CSV) if row["level"] == "overall"}
+    assert (rows["1"]["n"], rows["2"]["n"]) == ("5", "5")  # instances, not (instance, epoch) rows
+    assert (rows["1"]["attempts"], rows["2"]["attempts"]) == ("", "10")
+    markdown = (out / SWEEP_MD).read_text()
+    assert "100.0% [0.566, 1.000] 5/5 |" in markdown  # Wilson on 5 instances, not on 10 rows
+    assert "100.0% [0.566, 1.000] 10/10 attempts of 5 instances" in markdown
+    assert "sd 0.0 points over 2 epochs, flip rate 0.0%" in markdown
+
+
 def warnings_for(tmp_path: Path, **axes: str) -> list[str]:
     given = {setting.name: None for setting in settings.RUN_SETTINGS} | {"model": "gold", "limit": "1"} | axes
     with settings.command_voice():  # as under the CLI: the flags the user typed

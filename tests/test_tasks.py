@@ -1,3 +1,4 @@
+import dataclasses
 from collections import Counter
 
 import pytest
@@ -39,7 +40,7 @@ def test_level3_history_starts_with_the_requirement(apibank_root):
 
 def test_tasks_are_immutable(apibank_root):
     task = load_level("1", apibank_root)[0]
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         task.level = "2"
     with pytest.raises(TypeError):
         task.gold.result["output"] = "changed"

@@ -98,9 +98,18 @@ def test_model_calls_per_instance(stub, task, topology, n, r, calls):
     assert solution.answer == GOLD and solution.error is None
 
 
-def test_the_shapes_named_in_the_brief():
-    assert dict((t, c) for t, n, r, c in SHAPES if (n, r) == (4, 2)) == {"decentralized": 8}
-    assert [stages(n) for n in TEAM_SIZES] == list(TEAM_SIZES)
+def test_the_shapes_named_in_the_brief(stub, task):
+    """Run, not read from SHAPES: a debate of 4 over 2 rounds makes 8 calls, 4 in each round, and the
+    team votes on the last round's; a sequential team of N is N stages; centralized has a worker role
+    for each of its N - 1 workers."""
+    solution = solve(stub, task, "decentralized", 4, 2)
+    turns = solution.trace["agents"]
+    assert len(stub.chat_requests) == solution.model_calls == 8
+    assert [(turn["round"], turn["index"]) for turn in turns] == [(r, i) for r in range(2) for i in range(4)]
+    assert len(solution.trace["vote"]["keys"]) == 4  # the last round's 4 answers are voted
+    for n in TEAM_SIZES:
+        before = len(stub.chat_requests)
+        assert solve(stub, task, "sequential", n).model_calls == len(stub.chat_requests) - before == stages(n) == n
     assert len(WORKER_ROLES) >= max(TEAM_SIZES) - 1
 
 

@@ -14,6 +14,7 @@ from apibank_bench.data.tasks import Task
 from apibank_bench.agents.prompts import role_prompt, task_prompt, visible_schemas
 from apibank_bench.agents.seeds import agent_seed
 from apibank_bench.agents.solution import Solution
+from apibank_bench.agents.team_models import TeamModels
 from apibank_bench.agents.vote import canonical_call
 
 #: Epoch e of a run (`--apibank-epochs`) samples with every seed moved by e * EPOCH_SEED_STRIDE, so
@@ -48,8 +49,10 @@ class AgentTurn:
     completion_tokens: int = 0
     latency_s: float = 0.0
     cached: bool = False
+    finish_reason: str | None = None  #: why the model stopped ("length": at max_tokens)
     error: str | None = None
     emits_call: bool = True  #: False for a free-text turn (a delegation): not scored as a call
+    model: str = ""  #: the model that answered (its role's, `--model-role`; else `--model`)
     tool_calls: list[dict[str, str]] = field(default_factory=list)  #: an SDK agent's tool calls ({name, arguments})
 
     def to_dict(self) -> dict[str, Any]:
@@ -57,20 +60,22 @@ class AgentTurn:
 
 
 class Agents:
-    """What the agents of one run share: the model, the prompts, the decoding settings.
+    """What the agents of one run share: the models, the prompts, the decoding settings.
 
     These are `chat` agents (one chat completion answering with the bracketed call);
-    agents/kinds.py lists the other kinds, which keep this `ask` signature.
+    agents/kinds.py lists the other kinds, which keep this `ask` signature. `model` is one client,
+    or the run's `TeamModels` (a model per role): each agent asks its role's client (`client`).
     """
 
-    def __init__(self, model: ChatClient, topology: str, prompts_dir: str | None = None,
+    def __init__(self, model: "ChatClient | TeamModels", topology: str, prompts_dir: str | None = None,
                  message_format: str = "freeform", team_size: int = 1) -> None:
-        self.model = model
+        self.models = TeamModels.of(model)
+        self.model = self.models.default  #: the `--model` client (the run's seed and settings)
         self.topology = topology
         self.prompts_dir = prompts_dir
         self.message_format = message_format
         self.team_size = team_size
-        self._grammars: dict[str, dict] = {}  #: task ID -> its grammar field (every agent of a team asks alike)
+        self._grammars: dict[tuple[str, str], dict] = {}  #: (task ID, server kind) -> its grammar field
 
     def ask(self, task: Task, role: str, context: str = "", *, index: int = 0, round: int = 0) -> AgentTurn:
         """One agent's answer on the whole task (plus `context` from its team); a model error is
@@ -79,20 +84,28 @@ class Agents:
         Each agent samples with its own seed, the reference's (`seeds.agent_seed`), so a
         team is not N copies of one cached answer.
         """
-        extra = self.grammar(task) if self.model.config.use_grammar else None
-        turn = AgentTurn(role=role, messages=self.messages(task, role, context), round=round, index=index)
+        client = self.client(role, index)
+        extra = self.grammar(task, client) if client.config.use_grammar else None
+        turn = AgentTurn(role=role, messages=self.messages(task, role, context), round=round, index=index,
+                         model=client.config.model)
         try:
-            completion = self.model.complete(turn.messages, extra_body=extra, seed=self.seed(index, round))
+            completion = client.complete(turn.messages, extra_body=extra, seed=self.seed(index, round))
         except ModelError as exc:
             completion = exc.completion
             turn.error = str(exc)
         return self.answered(turn, completion, completion.text or "")
 
-    def grammar(self, task: Task) -> dict:
-        """The request field that constrains an answer to one call of `task`'s visible APIs, built once per task."""
-        if task.combined_id not in self._grammars:
-            self._grammars[task.combined_id] = call_extra_body(visible_schemas(task), self.model.config.server_kind)
-        return self._grammars[task.combined_id]
+    def client(self, role: str, index: int = 0) -> ChatClient:
+        """The client that answers the agent at place `index` playing `role`."""
+        return self.models.for_agent(role, index)
+
+    def grammar(self, task: Task, client: ChatClient | None = None) -> dict:
+        """The request field that constrains an answer to one call of `task`'s visible APIs, in the dialect of
+        `client`'s server (default: `--model`'s), built once per task and server kind."""
+        kind = (client or self.model).config.server_kind
+        if (task.combined_id, kind) not in self._grammars:
+            self._grammars[task.combined_id, kind] = call_extra_body(visible_schemas(task), kind)
+        return self._grammars[task.combined_id, kind]
 
     def messages(self, task: Task, role: str, context: str) -> list[dict[str, str]]:
         return [{"role": "system", "content": role_prompt(self.topology, role, self.prompts_dir)},
@@ -110,6 +123,7 @@ class Agents:
         turn.answer, turn.call = answer, canonical_call(answer)
         turn.prompt_tokens, turn.completion_tokens = completion.prompt_tokens, completion.completion_tokens
         turn.latency_s, turn.cached = completion.latency_s, completion.cached
+        turn.finish_reason = completion.finish_reason
         return turn
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import warnings
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from apibank_bench.llm import ChatClient, ModelConfig
 from apibank_bench.llm.config import server_kind_of
@@ -14,21 +14,28 @@ from apibank_bench.llm.probe import probe_models
 from apibank_bench.core.redact import redact
 from apibank_bench.core.settings import RunConfig, flag
 
+if TYPE_CHECKING:
+    from apibank_bench.agents.team_models import TeamModels
+
 #: What of a `/models` entry identifies the model served (not `created`, which some servers set to
 #: the time of asking, nor vLLM's per-request `permission` IDs).
 MODEL_FIELDS = ("id", "root", "parent", "owned_by", "max_model_len", "meta")
 
 
 def needs_local_server(cfg: RunConfig) -> bool:
-    return not cfg.is_gold and not cfg.base_url
+    """Whether the run asks the embedded model: `--model` without `--base-url`, or a role's `embedded`."""
+    from apibank_bench.agents.model_roles import EMBEDDED, assignments
+
+    return not cfg.is_gold and (not cfg.base_url or any(a.model == EMBEDDED for a in assignments(cfg)))
 
 
-def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = None) -> ModelConfig:
+def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = None, sharing: int = 1) -> ModelConfig:
     """The model layer's settings for a run.
 
     Grammar-constrained decoding defaults on for the embedded model and off for
     remote endpoints (a hosted API may reject the extra field). `models` is the
     endpoint's `/v1/models` answer, which tells its server kind under `--server-kind auto`.
+    `sharing`: the processes of this run sending to the endpoint at once (xdist workers).
     """
     local = local_url is not None
     model = cfg.model or (LOCAL_MODEL if local else None)
@@ -47,8 +54,19 @@ def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = Non
         fold_system=local,
         # The embedded server gets a new port each run, but it is always the same model.
         deployment=cfg.deployment or (f"embedded llama.cpp: {model}" if local else ""),
-        max_consecutive_errors=cfg.max_consecutive_errors,
+        down_after=down_after(cfg), sharing=sharing,
     )
+
+
+def down_after(cfg: RunConfig) -> float:
+    """The breaker's window; the deprecated `max_consecutive_errors` only still turns it off (0)."""
+    if cfg.max_consecutive_errors is None:
+        return cfg.down_after
+    warnings.warn(f"{flag('max_consecutive_errors')} is deprecated: the run now stops when the endpoint has answered "
+                  f"nothing for {flag('down_after')} seconds (default 20) while requests fail"
+                  + ("; 0 still turns that off" if cfg.max_consecutive_errors == 0 else "; the count is ignored"),
+                  DeprecationWarning, stacklevel=2)
+    return 0.0 if cfg.max_consecutive_errors == 0 else cfg.down_after
 
 
 def server_kind(cfg: RunConfig, models: Any, local: bool = False) -> tuple[str, str]:
@@ -58,11 +76,38 @@ def server_kind(cfg: RunConfig, models: Any, local: bool = False) -> tuple[str, 
     return server_kind_of(cfg.server_kind, models)
 
 
-def model_client(cfg: RunConfig, local_url: Callable[[], str] | None) -> ChatClient | None:
-    """The run's shared client, None for the gold self-check; starts the embedded model if needed."""
+def model_client(cfg: RunConfig, local_url: Callable[[], str] | None, sharing: int = 1) -> "TeamModels | None":
+    """The run's shared clients, None for the gold self-check; starts the embedded model if needed.
+
+    One client for `--model` and one per other model and endpoint a role is given (`--model-role`); they
+    share the default client's circuit breaker. An unknown role is a ValueError (a usage error).
+    `sharing`: the processes of the run that send to the endpoints at once (xdist workers)."""
+    from apibank_bench.agents.model_roles import EMBEDDED, assignments, check_assignments, topology_roles
+    from apibank_bench.agents.team_models import TeamModels
+
     if cfg.is_gold:
         return None
-    local = local_url() if needs_local_server(cfg) else None
+    check_assignments(cfg)
+    default = single_client(cfg, local_url() if not cfg.base_url else None, sharing=sharing)
+    clients = {(default.config.model, tuple(default.config.base_urls)): default}
+    by_role = {}
+    for given in assignments(cfg):
+        local = local_url() if given.model == EMBEDDED else None
+        if local:
+            role_cfg = dataclasses.replace(cfg, model="", base_url=[], deployment=None)
+        else:  # a role's own endpoint is its own deployment: `--deployment` names `--base-url`'s
+            role_cfg = dataclasses.replace(cfg, model=given.model, base_url=[given.base_url] if given.base_url
+                                           else cfg.base_url, deployment=None if given.base_url else cfg.deployment)
+        key = (role_cfg.model or LOCAL_MODEL, tuple([local] if local else role_cfg.base_url))
+        if key not in clients:
+            clients[key] = single_client(role_cfg, local, breaker=default.breaker, sharing=sharing)
+        by_role[given.role] = clients[key]
+    return TeamModels(default, by_role, topology_roles(cfg)[1] if by_role else None)
+
+
+def single_client(cfg: RunConfig, local: str | None, breaker=None, sharing: int = 1) -> ChatClient:
+    """One client for `cfg.model` at `cfg.base_url` (or at `local`, the embedded server's URL): the endpoint
+    probed once, its server kind decided from its own answer."""
     answers, dead = {}, []
     for url in [local] if local else cfg.base_url:
         try:
@@ -73,11 +118,11 @@ def model_client(cfg: RunConfig, local_url: Callable[[], str] | None) -> ChatCli
         raise dead[0][1]
     # Several endpoints must all take a field for it to be sent: one kind for all, else the standard fields.
     kinds = {server_kind(cfg, answer, local is not None)[0] for answer in answers.values()}
-    config = model_config(cfg, local, next(iter(answers.values())) if len(kinds) == 1 else None)
+    config = model_config(cfg, local, next(iter(answers.values())) if len(kinds) == 1 else None, sharing)
     if not config.deployment:  # the cache keeps answers per deployment: these addresses, serving these models
         config = dataclasses.replace(config, deployment=deployment(
             {url: served_models(answers.get(url)) for url in config.base_urls}))
-    client = ChatClient(config)
+    client = ChatClient(config, breaker=breaker)
     for url, exc in dead:  # one of several replicas is down: the run goes on with the others
         warnings.warn(f"{exc}; it is left out of rotation and tried again later", RuntimeWarning, stacklevel=2)
         client.router.eject(url)
@@ -139,4 +184,32 @@ def describe_model(cfg: RunConfig, models: Any = None) -> dict:
         "server_kind": kind, "server_kind_from": decided_by,
         "request_fields": {"temperature": model.temperature, "top_p": model.top_p, "max_tokens": model.max_tokens,
                            "seed": "per agent (see Protocol)", **model.sampling(), **model.extra_body},
+        **describe_roles(cfg),
     }
+
+
+def describe_roles(cfg: RunConfig) -> dict:
+    """With `--model-role`: the model of every role (`models_by_role`) and, per assignment, its model, endpoint
+    and server kind (decided from that endpoint's own `/models`, as the run's client decided it)."""
+    from apibank_bench.agents.model_roles import EMBEDDED, assignments, topology_roles
+
+    given = assignments(cfg)
+    if not given:
+        return {}
+    names, final = topology_roles(cfg)
+    default = cfg.model or LOCAL_MODEL
+    by_role = {}
+    for role in names:
+        named = {a.role: a.model for a in given}
+        by_role[role] = named.get(role) or (named.get("final") if role == final else None) or default
+    by_role.update({a.role: a.model for a in given if a.index is not None})
+    roles = {}
+    for a in given:
+        url = a.base_url or (cfg.base_url[0] if cfg.base_url else None)
+        local = a.model == EMBEDDED
+        kind, decided_by = server_kind(cfg, None if local else endpoint_models(url), local)
+        roles[a.role] = {"model": LOCAL_MODEL if local else a.model,
+                         "base_url": "embedded llama.cpp server" if local else redact(url or ""),
+                         "server_kind": kind, "server_kind_from": decided_by}
+    by_role = {role: LOCAL_MODEL if model == EMBEDDED else model for role, model in by_role.items()}
+    return {"models_by_role": by_role, "final_role": final, "role_models": roles}

@@ -113,11 +113,12 @@ class SdkAgents(Agents):
         set_tracing_disabled(True)
         messages = self.messages(task, role, context)
         messages[0]["content"] += "\n" + TOOL_NOTE
-        turn = AgentTurn(role=role, messages=messages, round=round, index=index)
-        bridge = ClientBridge(self.model, self.seed(index, round))
+        client = self.client(role, index)
+        turn = AgentTurn(role=role, messages=messages, round=round, index=index, model=client.config.model)
+        bridge = ClientBridge(client, self.seed(index, round))
         agent = Agent(name=role, instructions=messages[0]["content"],
                       tools=[function_tool(schema) for schema in visible_schemas(task)],
-                      model=OpenAIChatCompletionsModel(model=self.model.config.model or "", openai_client=bridge),
+                      model=OpenAIChatCompletionsModel(model=client.config.model or "", openai_client=bridge),
                       tool_use_behavior="stop_on_first_tool")
         try:
             asyncio.run(Runner.run(agent, messages[1]["content"], max_turns=1,

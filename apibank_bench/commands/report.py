@@ -16,12 +16,32 @@ def register(sub) -> None:
     parser.set_defaults(func=run)
 
 
+def missing_runs(dirs: list[str]) -> list[str]:
+    """Why each given folder that is not a run (nor a folder of runs) cannot be reported: none is passed over."""
+    from apibank_bench.runs.results import SUMMARY
+
+    problems = []
+    for directory in map(Path, dirs):
+        if not directory.is_dir():
+            problems.append(f"{directory} does not exist")
+        elif not (directory / SUMMARY).is_file() and next(directory.rglob(SUMMARY), None) is None:
+            problems.append(f"{directory} holds no run (no {SUMMARY} in it or under it)")
+    return problems
+
+
 def run(args) -> int:
     from apibank_bench.reports.html import build_report
+    from apibank_bench.runs.cost import price_table
 
+    problems = missing_runs(args.dirs)
+    if problems:
+        print(f"apibank-bench report: refused: {'; '.join(problems)}", file=sys.stderr)
+        return 2
     try:
-        index = build_report(args.dirs, Path(args.out), seed=settings.command_values(args, "report").seed)
-    except FileNotFoundError as exc:
+        values = settings.command_values(args, "report")
+        index = build_report(args.dirs, Path(args.out), seed=values.seed,
+                             prices=price_table(values.price, values.price_file))
+    except (FileNotFoundError, ValueError) as exc:
         print(f"apibank-bench report: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {index}")

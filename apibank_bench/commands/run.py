@@ -42,8 +42,12 @@ def register(sub) -> None:
 
 
 def run_settings(args) -> settings.RunConfig:
-    """The run's settings, resolved once: flags, else environment, else defaults (no --limit: 2 instances)."""
-    return settings.run_config_of(args, limit=settings.run_limit(args.limit))
+    """The run's settings, resolved once: flags, else environment, else defaults (no --limit: 2 instances,
+    unless `--only` names the instances: a named selection runs every one it names)."""
+    cfg = settings.run_config_of(args, limit=settings.run_limit(args.limit))
+    if cfg.only and args.limit is None:
+        cfg = settings.run_config_of(args, limit=None)
+    return cfg
 
 
 def pytest_args(args) -> list[str]:
@@ -79,12 +83,17 @@ class GivenSettings:
 
 def check_before_start(cfg) -> None:
     """What `run` can refuse before pytest starts, in the words of `run`'s flags."""
-    from apibank_bench.agents.models import model_config, needs_local_server
+    from apibank_bench.agents.models import model_config
+    from apibank_bench.agents.model_roles import check_assignments
+    from apibank_bench.runs.cost import price_table
     from apibank_bench.data.manifests import select
 
     select(cfg.level, None, cfg.offset, cfg.only or None)  # an unknown --only ID: where the valid ones are
-    if not cfg.is_gold and not needs_local_server(cfg):
+    if not cfg.is_gold and cfg.base_url:
         model_config(cfg)  # an endpoint without a model name
+    if not cfg.is_gold:
+        check_assignments(cfg)  # a --model-role for a role the topology does not have
+    price_table(cfg.price, cfg.price_file)  # a price file without its date, or unreadable
 
 
 def run_benchmark(args) -> int:
@@ -120,26 +129,20 @@ def run_benchmark(args) -> int:
 
 
 def run_merge(args) -> int:
-    import shutil
+    """Exit 0: the merged folder is the whole run; 1: a shard is missing (its cases are `not_run`); 2: refused."""
+    import sys
 
-    from apibank_bench.data.manifests import manifest_ids
-    from apibank_bench.runs.epochs import case_ids
-    from apibank_bench.runs.results import PREDICTIONS, RESULTS, TRACES, RunFiles, read_summary
+    from apibank_bench.runs.merge import MergeRefused, merge
 
-    out = Path(args.out)
-    files = RunFiles(out)
-    level = epochs = None
-    for directory in map(Path, args.dirs):
-        if level is None:
-            recorded = ((read_summary(directory) or {}).get("config") or {}).get("run", {})
-            level, epochs = recorded.get("level"), recorded.get("epochs")
-        for name in (PREDICTIONS, RESULTS):
-            source = directory / name
-            if source.is_file():
-                with open(out / name, "a", encoding="utf-8") as handle:
-                    handle.write(source.read_text(encoding="utf-8"))
-        for trace in (directory / TRACES).glob("*.json"):
-            shutil.copy2(trace, out / TRACES / trace.name)
-    summary = files.finalize(case_ids(manifest_ids(level or "all"), epochs or 1), config={"merged_from": [str(d) for d in args.dirs]})
-    print(f"merged {summary['total']} instances into {out}: accuracy {summary['accuracy']:.1%}")
+    try:
+        summary = merge([Path(d) for d in args.dirs], Path(args.out))
+    except MergeRefused as exc:
+        print(f"apibank-bench merge: refused: {exc}", file=sys.stderr)
+        return 2
+    print(f"merged {len(args.dirs)} folders into {args.out}: {summary['total']} of the run's {summary['selected']} "
+          f"cases, accuracy {summary['accuracy']:.1%}")
+    if not summary["complete"]:
+        print(f"INCOMPLETE: {summary['errors']} errored and {summary['not_run']} not in any of the folders "
+              f"(a shard missing?); {settings.flag('resume')} --out-dir {args.out} finishes the run")
+        return INCOMPLETE
     return 0

@@ -44,6 +44,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from apibank_bench.reports.sweep_table import write_tables
+    from apibank_bench.runs.cost import price_table
     from apibank_bench.runs.jobs import Ledger
     from apibank_bench.runs.sweep import SweepError, run_sweep, status, sweep_status
 
@@ -63,7 +64,8 @@ def run(args) -> int:
         for index, cell in enumerate(cells, start=1):
             print(f"sweep: cell {index}/{len(cells)} [{cell.label}] {status(cell)}{job_text(records.get(cell.path.name))}")
     else:
-        print(write_tables(args.out, axes, cells), end="")
+        print(write_tables(args.out, axes, cells, price_table(given.get("price") or (), given.get("price_file"))),
+              end="")
     if interrupted:
         return 130
     held = [cell for cell in cells if cell.job]

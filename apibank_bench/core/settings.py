@@ -82,11 +82,66 @@ def parse_json_object(text: Any) -> dict:
     return value
 
 
+#: `ROLE=MODEL` or `ROLE=MODEL@BASE_URL` (the URL starts at the first `@http`; a model name may hold `@`).
+_MODEL_ROLE = re.compile(r"^(?P<role>[A-Za-z_][\w#]*)=(?P<model>[^@\s]+(?:@(?!https?://)[^@\s]+)*)(?:@(?P<url>https?://\S+))?$")
+#: An alternative of a sweep's `--model-role` axis that assigns no role a model of its own.
+NO_ROLE_MODELS = "-"
+
+
+def parse_model_roles(text: Any) -> list[str]:
+    """`--model-role ROLE=MODEL[@BASE_URL]`, repeatable (or several in one value, comma or space separated):
+    the assignments, checked for form (which roles exist is the topology's business: agents/team_models.py).
+    `-` alone is no assignment (a sweep axis's all-`--model` alternative)."""
+    items = [item for item in parse_list(text) if item != NO_ROLE_MODELS]
+    roles = []
+    for item in items:
+        match = _MODEL_ROLE.match(item)
+        if not match:
+            raise ValueError(f"expected ROLE=MODEL or ROLE=MODEL@BASE_URL, got {item!r}")
+        roles.append(match["role"])
+    repeated = sorted({role for role in roles if roles.count(role) > 1})
+    if repeated:
+        raise ValueError(f"a role is given two models: {', '.join(repeated)}")
+    return [item.rstrip("/") for item in items]
+
+
+def model_role_parts(item: str) -> tuple[str, str, str | None]:
+    """One checked assignment as (role, model, base URL or None: `--base-url`'s)."""
+    match = _MODEL_ROLE.match(item)
+    assert match, item
+    return match["role"], match["model"], match["url"]
+
+
+def parse_prices(text: Any) -> list[str]:
+    """`--price MODEL=INPUT/OUTPUT` (per million tokens), repeatable: checked for form, kept as given."""
+    items = parse_list(text)
+    for item in items:
+        model, _, pair = item.rpartition("=")
+        prices = pair.split("/")
+        try:
+            ok = bool(model) and len(prices) == 2 and all(float(price) >= 0 for price in prices)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"expected MODEL=INPUT/OUTPUT (prices per million tokens), got {item!r}")
+    return items
+
+
 def _at_least(minimum: int, kind: Callable[[Any], Any] = int) -> Callable[[Any], Any]:
     def parse(text: Any) -> Any:
         value = kind(text)
         if value < minimum:
             raise ValueError(f"must be >= {minimum}, got {text!r}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _above(bound: float, kind: Callable[[Any], Any] = float) -> Callable[[Any], Any]:
+    def parse(text: Any) -> Any:
+        value = kind(text)
+        if not value > bound:
+            raise ValueError(f"must be > {bound:g}, got {text!r}")
         return value
     parse.__name__ = kind.__name__
     return parse
@@ -130,6 +185,7 @@ class Setting:
     commands: tuple[str, ...] = RUN_COMMANDS  #: the `apibank-bench` commands that take it as `--NAME`
     of_run: bool = True  #: a setting of a benchmark run: a RunConfig field, a pytest option and an ini key
     short: str | None = None  #: a one-letter flag besides `--NAME` (`-n`, pytest-xdist's own)
+    repeat: bool = False  #: a list setting whose flag may be given again, each time adding (`--model-role`)
 
     def __post_init__(self) -> None:
         assert self.role in ROLES, f"{self.name}: role {self.role!r} is not one of {ROLES}"
@@ -153,7 +209,7 @@ class Setting:
 
     @property
     def many(self) -> bool:
-        return self.parse in (parse_list, parse_urls)
+        return self.repeat or self.parse in (parse_list, parse_urls)
 
     def allowed(self) -> tuple[str, ...] | None:
         if isinstance(self.choices, str):
@@ -225,9 +281,12 @@ SETTINGS: tuple[Setting, ...] = (
             default_text="remote: 32, embedded model and gold: 1; `optimize`: 8", role=_OP, commands=_TEAM),
     Setting("instance_timeout", "seconds one instance may take before it becomes an error row (0 = no limit)",
             _at_least(0, float), 600.0, role=_OP),
-    Setting("max_consecutive_errors", "stop the run after this many model requests in a row fail at the endpoint, "
-            "retries included, with no success between (0 = never); requests in flight then stop retrying",
-            _at_least(0), 10, role=_OP),
+    Setting("down_after", "stop the run once the endpoint has answered no model request for this many seconds "
+            "while requests kept failing (and none sent before is still being answered); a shorter burst of failures "
+            "stops nothing (0 = never); requests in flight then stop retrying", _at_least(0, float), 20.0, role=_OP),
+    Setting("max_consecutive_errors", "deprecated, replaced by `--down-after` (the breaker decides on time, not on a "
+            "count of failures): accepted and ignored, except that 0 still turns the breaker off", _at_least(0),
+            role=_OP),
     Setting("epochs", "solve every instance K times; epoch e samples with every seed moved by e x 10000 (epoch 0: "
             "the protocol's seeds); one row, case and trace per (instance, epoch)", _at_least(1), 1),
     Setting("baseline", "a results folder to gate against: after the run, pair on the shared instances and fail "
@@ -255,11 +314,14 @@ SETTINGS: tuple[Setting, ...] = (
             "`repeat_penalty` (llama.cpp), never to a hosted OpenAI-style API", float, 1.05, group="model"),
     Setting("thinking", "the chat template's thinking mode (`chat_template_kwargs.enable_thinking`; vLLM, SGLang, "
             "llama.cpp)", parse_bool, False, flag=True, group="model"),
-    Setting("timeout", "seconds per HTTP request", float, 60.0, group="model", role=_OP),
+    Setting("timeout", "seconds one HTTP request may wait for the server (connecting, then between bytes of the "
+            "answer), counted from when it is sent, not while it waits in the client for a slot; the openai SDK's "
+            "default", _above(0.0, float), 600.0, group="model", role=_OP),
     Setting("max_retries", "retries of a failed request (timeouts, connection errors, 408, 429, 5xx)",
             _at_least(0), 5, group="model", role=_OP),
-    Setting("max_in_flight", "model requests in flight at once, per process (halved on HTTP 429, regained after "
-            "successes)", _at_least(1), 128, group="model", role=_OP),
+    Setting("max_in_flight", "the ceiling of model requests in flight at once, per process; under it the limit is "
+            "learned per endpoint (from 8: grown while latency stays near its floor, cut when it shows a queue at the "
+            "server or on 429/503/resets)", _at_least(1), 128, group="model", role=_OP),
     Setting("extra_body", "JSON object merged into every request", parse_json_object, {}, group="model",
             default_text="-"),
     Setting("server_kind", "the kind of server: which sampling fields it takes and how a grammar is sent; "
@@ -276,6 +338,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("deployment", "the name the response cache keeps this endpoint's answers under; endpoints given the "
             "same name share answers", group="model", role=_OP,
             default_text="the addresses, the model name and what `/models` says about it"),
+    Setting("model_role", "`ROLE=MODEL` or `ROLE=MODEL@BASE_URL`, repeatable: the model (and endpoint) of one role "
+            "of the topology, as traces and `show` name it (`manager`, `caller_worker`, `debater`, one agent as "
+            "`debater#1`), or `final`, the role whose answer is scored; MODEL `embedded` is the embedded model; "
+            "roles not named use `--model` (`sweep`: `;` between an axis's alternatives, `-` for none)",
+            parse_model_roles, [], group="model", repeat=True, default_text="-", commands=_TEAM),
+    Setting("price", "`MODEL=INPUT/OUTPUT`, repeatable: the price of a million input and of a million output "
+            "tokens of a model; with prices a run's cost is money, without them tokens (no price is built in)",
+            parse_prices, [], group="model", repeat=True, role=_OP, default_text="-", commands=(*_RUN, "report")),
+    Setting("price_file", "a JSON price table `{\"date\": \"YYYY-MM-DD\", \"prices\": {\"MODEL\": [INPUT, OUTPUT]}}` "
+            "(per million tokens; prices change, so it names its date); `--price` entries win",
+            group="model", role=_OP, commands=(*_RUN, "report")),
     # settings of one command, not of a benchmark run
     Setting("workers", "pytest-xdist worker processes (e.g. 2 or auto); per cell for `sweep`", short="-n",
             role=_OP, of_run=False),
@@ -350,7 +423,8 @@ def differences(recorded: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[
     found: dict[str, list[str]] = {MEASUREMENT: [], SELECTION: []}
     for setting in RUN_SETTINGS:
         name = setting.name
-        if setting.role != OPERATIONAL and name in wanted and recorded.get(name) != wanted[name]:
+        # A setting a run recorded before it existed had its default then (`--model-role`: none).
+        if setting.role != OPERATIONAL and name in wanted and recorded.get(name, setting.default) != wanted[name]:
             found[setting.role].append(name)
     return found
 
@@ -412,6 +486,8 @@ class _Base:
 
         values = {s.name: getattr(self, s.name) for s in RUN_SETTINGS if not s.secret}
         values["base_url"] = [redact(url) for url in self.base_url]
+        # What a role's model measures is the model; where it answered is operational, as `base_url` is.
+        values["model_role"] = sorted("=".join(model_role_parts(item)[:2]) for item in self.model_role)
         return values
 
     def to_record(self) -> dict[str, Any]:
@@ -450,7 +526,7 @@ GIVEN = "apibank_run_config"
 GIVEN_NAMES = "apibank_given_names"  #: beside it, the names of the settings the user set
 
 
-def from_record(record: Mapping[str, Any]) -> RunConfig:
+def from_record(record: Mapping[str, Any]) -> RunConfig:  # noqa: F821 - made on first use (_run_config_class)
     """The RunConfig `to_record` described (already resolved and checked: nothing is parsed again)."""
     values = {s.name: _fresh(record.get(s.name, s.default)) for s in RUN_SETTINGS}
     if values["shard"] is not None:
@@ -555,7 +631,7 @@ def _resolve(chosen: Iterable[Setting], option_value: Callable[[Setting], Any], 
 
 def resolve(option_value: Callable[[Setting], Any] = lambda s: None,
             ini_value: Callable[[Setting], Any] = lambda s: None,
-            environ: Mapping[str, str] | None = None) -> RunConfig:
+            environ: Mapping[str, str] | None = None) -> RunConfig:  # noqa: F821 - made on first use (_run_config_class)
     """A run's settings (pytest options: `option_value` answers for `--apibank-NAME`)."""
     cfg = _run_config_class()(**_resolve(RUN_SETTINGS, option_value, lambda s: flag(s.name), ini_value, environ))
     if cfg.topology != "single" and cfg.team_size not in TEAM_SIZES:
@@ -563,7 +639,7 @@ def resolve(option_value: Callable[[Setting], Any] = lambda s: None,
     return cfg
 
 
-def from_environment(environ: Mapping[str, str] | None = None, **overrides: Any) -> RunConfig:
+def from_environment(environ: Mapping[str, str] | None = None, **overrides: Any) -> RunConfig:  # noqa: F821 - made on first use (_run_config_class)
     """Settings from the environment and defaults only (commands outside a run), with overrides."""
     return resolve(lambda s: overrides.get(s.name), environ=environ)
 
@@ -621,7 +697,7 @@ def value_of(args: Any, name: str, environ: Mapping[str, str] | None = None) -> 
                     environ)[name]
 
 
-def run_config_of(args: Any, environ: Mapping[str, str] | None = None, **given: Any) -> RunConfig:
+def run_config_of(args: Any, environ: Mapping[str, str] | None = None, **given: Any) -> RunConfig:  # noqa: F821 - made on first use (_run_config_class)
     """A run's settings from a command's flags (errors name the command's `--NAME`)."""
     def flag(setting: Setting) -> Any:
         return given[setting.name] if setting.name in given else getattr(args, setting.name, None)
@@ -644,7 +720,8 @@ def add_pytest_options(parser) -> None:
                             dest=setting.dest, help=f"turn off: {setting.help}")
         else:
             group.addoption(setting.option, dest=setting.dest, default=None,
-                            nargs="+" if setting.many else None, help=setting.help)
+                            nargs="+" if setting.many else None, help=setting.help,
+                            **({"action": "extend"} if setting.repeat else {}))
         parser.addini(setting.dest, setting.help, default=None)
 
 
@@ -670,7 +747,8 @@ def add_command_flags(parser, command: str, skip: Iterable[str] = ()) -> None:
                                                         help=setting.help)
         else:
             action = groups[setting.group].add_argument(*names, default=None, nargs="+" if setting.many else None,
-                                                        help=setting.help, metavar=setting.name.upper())
+                                                        help=setting.help, metavar=setting.name.upper(),
+                                                        **({"action": "extend"} if setting.repeat else {}))
         setattr(action, FROM_TABLE, setting.name)
 
 

@@ -2,8 +2,9 @@
 
 `http.py` does the HTTP (one POST per attempt, no retries of its own);
 this module adds what a benchmark run needs around it: the retry policy of
-`retry.py`, a cap on requests in flight (`limit.AdaptiveLimit`, shared by every
-caller of one client, Agents SDK agents included; it backs off on HTTP 429), one
+`retry.py`, a limit on requests in flight learned per endpoint (`limit.Limiter`, shared by every
+caller of one client, Agents SDK agents included: requests beyond what the server works on at
+once wait here, not in its queue; it backs off on 429, 503 and resets), one
 request for identical requests in flight at once, the choice among several base URLs
 (`router.py`: by load, a retry elsewhere), per-call token/latency accounting and the
 on-disk response cache (a hit makes no HTTP request), and
@@ -23,8 +24,9 @@ from typing import Any, Callable, Sequence
 from apibank_bench.core.redact import redact
 from apibank_bench.llm.cache import ResponseCache, request_key
 from apibank_bench.llm.config import ModelConfig
-from apibank_bench.llm.http import ChatEndpoint, MalformedResponse, RateLimitError
-from apibank_bench.llm.limit import AdaptiveLimit
+from apibank_bench.llm.http import (APIConnectionError, APIStatusError, ChatEndpoint, ConnectionClosed,
+                                   MalformedResponse, RateLimitError)
+from apibank_bench.llm.limit import INITIAL, WIDE_INITIAL, Limiter
 from apibank_bench.core.text import SURROGATES
 from apibank_bench.llm.retry import RetryPolicy, is_retryable
 from apibank_bench.llm.router import Router
@@ -89,6 +91,21 @@ class UsageStats:
             return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "_lock"}
 
 
+@dataclass
+class ClosedConnections:
+    """Connections the server closed without an answer (resets, empty replies), and how many requests were in
+    flight when it did: a server that closes connections under load (thread-safe via `add`)."""
+
+    count: int = 0
+    most_in_flight: int = 0  #: the most requests in flight when one was closed
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, in_flight: int) -> None:
+        with self._lock:
+            self.count += 1
+            self.most_in_flight = max(self.most_in_flight, in_flight)
+
+
 def fold_system(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """System messages joined and put in front of the first user message (as Gemma's own template does)."""
     system = "\n\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
@@ -122,6 +139,17 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
+#: Statuses that say the endpoint is overloaded (or a proxy in front of it is): fewer requests in flight.
+CONGESTION_STATUSES = (429, 502, 503, 504)
+
+
+def is_congestion(exc: BaseException) -> bool:
+    """Overload, not a bad request: 429/502/503/504, a reset or refused connection, a timeout."""
+    if isinstance(exc, APIConnectionError):
+        return True
+    return isinstance(exc, APIStatusError) and exc.status_code in CONGESTION_STATUSES
+
+
 def describe_error(exc: BaseException, secrets: Sequence[str | None] = ()) -> str:
     """One line for a failed request, without the key (an endpoint may echo it) or URL credentials."""
     status = getattr(exc, "status_code", None)
@@ -133,11 +161,11 @@ class ChatClient:
     """Thread-safe; share one instance between the worker threads of a run.
 
     `retry_base_delay` / `retry_max_delay` shape the backoff (see `RetryPolicy`,
-    kept as `.retry` for other callers); `limiter` is the semaphore that caps
-    requests in flight (default: one of `config.max_in_flight` slots for this
-    client; pass one semaphore to several clients to cap them together).
-    `breaker` stops every request once the endpoint has failed
-    `config.max_consecutive_errors` attempts in a row (`breaker.on_trip` tells the run);
+    kept as `.retry` for other callers); `limiter` is the gate that limits
+    requests in flight (default: one learning each endpoint's limit under the ceiling
+    `config.max_in_flight` for this client; pass one to several clients to limit them together).
+    `breaker` stops every request once the endpoint has answered nothing for
+    `config.down_after` seconds while requests kept failing (`breaker.on_trip` tells the run);
     `sleep` replaces the wait between attempts (tests), which otherwise ends early
     when the run or the request's instance stops.
     """
@@ -148,7 +176,7 @@ class ChatClient:
         *,
         retry_base_delay: float = 1.0,
         retry_max_delay: float = 30.0,
-        limiter: AdaptiveLimit | None = None,
+        limiter: Limiter | None = None,
         sleep: Callable[[float], None] | None = None,
         breaker: Breaker | None = None,
     ):
@@ -159,22 +187,48 @@ class ChatClient:
         self.config = config
         self._sleep = sleep
         self.retry = RetryPolicy(config.max_retries, retry_base_delay, retry_max_delay, self._wait)
-        self.limiter = limiter if limiter is not None else AdaptiveLimit(config.max_in_flight)
-        self.breaker = breaker if breaker is not None else Breaker(config.max_consecutive_errors)
+        # A batching server (vLLM, SGLang) starts wide; any other (llama.cpp's slots, Ollama, a hosted API
+        # whose kind is unknown) at a few, so that a one-at-a-time server's first answers come within the timeout.
+        initial = WIDE_INITIAL if config.kind.batches else INITIAL
+        self.limiter = limiter if limiter is not None else Limiter(config.max_in_flight, config.sharing, initial)
+        self.breaker = breaker if breaker is not None else Breaker(config.down_after)
         self.waiting = 0  #: requests waiting to retry now (the progress line shows them)
+        self.abandoned: str | None = None  #: why every request was abandoned (`abandon`), once they were
         self._waiting_lock = threading.Lock()
         self._in_flight: dict[str, Future] = {}  # cache key -> the request being made for it
         self._in_flight_lock = threading.Lock()
         self.stats = UsageStats()
+        self.closed = ClosedConnections()
         self.cache = ResponseCache(config.cache_dir) if config.cache_dir is not None else None
         self._endpoints = {url: ChatEndpoint(url, config.api_key or NO_KEY, config.timeout)
                            for url in config.base_urls}
         self.router = Router(config.base_urls, config.routing)
 
+    def endpoint_report(self) -> dict[str, dict]:
+        """Per endpoint: the router's counts and, under `in_flight_limit`, how the learned limit moved
+        (one record per process: `merge_snapshots` joins the workers')."""
+        limits = self.limiter.report()
+        return {url: {**counts, "in_flight_limit": [limits[url]] if url in limits else []}
+                for url, counts in self.router.snapshot().items()}
+
     # -- stopping early ----------------------------------------------------------------
 
+    def in_flight_limit(self) -> int:
+        """The requests this client lets in flight now (the limiter's current limit)."""
+        return self.limiter.limit
+
+    def abandon(self, reason: str) -> None:
+        """Stop now, without waiting for the server: requests in flight are cut off (their sockets shut down),
+        none is made or retried from now on, and none of it counts as the endpoint's failure. For a run that
+        ends (Ctrl-C, SIGTERM, the session's end): what is in flight then would never get a row anyway."""
+        self.abandoned = self.abandoned or reason
+        for endpoint in self._endpoints.values():
+            endpoint.abort()
+
     def _check_stop(self) -> None:
-        """Raise Stopped if the run (the breaker) or this request's instance has stopped."""
+        """Raise Stopped if the run (abandoned, or its breaker) or this request's instance has stopped."""
+        if self.abandoned:
+            raise Stopped(f"abandoned: {self.abandoned}", "run")
         if self.breaker.reason:
             raise Stopped(f"the run was stopped: {self.breaker.reason}", "run")
         instance = current_instance()
@@ -191,6 +245,7 @@ class ChatClient:
             else:
                 deadline = time.monotonic() + seconds
                 while (left := deadline - time.monotonic()) > 0:
+                    self.breaker.check()  # the endpoint may be found down while every request waits to retry
                     self._check_stop()
                     time.sleep(min(left, 0.05))
             self._check_stop()
@@ -298,26 +353,32 @@ class ChatClient:
 
     def _request(self, body: dict[str, Any], started: float) -> Completion:
         # What goes on the wire: the fields, with extra_body merged in at the top (as openai's SDK sends it).
-        sent = {**{k: v for k, v in body.items() if k != "extra_body"}, **body["extra_body"]}
+        sent_body = {**{k: v for k, v in body.items() if k != "extra_body"}, **body["extra_body"]}
         attempts, url = 0, ""
 
         def attempt() -> Completion:
             nonlocal attempts, url
             self._check_stop()
-            with self.limiter.slot(), self.router.request(avoid=url) as chosen:  # a retry goes elsewhere
+            # a slot at an endpoint with room (limit.py), the router choosing among those; a retry goes elsewhere
+            with self.limiter.slot(self.router.urls, lambda room: self.router.request(avoid=url, among=room)) as slot:
                 self._check_stop()  # the run may have stopped while this request waited for a slot
                 attempts += 1
-                url = chosen
+                url = slot.url
+                sent = self.breaker.sent()  # the request's clock (and its timeout's) starts now, not while waiting
                 try:
-                    completion = self._read(self._endpoints[url].create(sent), url, attempts, started)
-                except RateLimitError:
-                    self.limiter.throttled()  # a throttling endpoint is alive: not a failure in a row
+                    completion = self._read(self._endpoints[url].create(sent_body), url, attempts, started)
+                except BaseException as exc:
+                    if self.abandoned:  # cut off by `abandon`: not the endpoint's failure, nor congestion
+                        self.breaker.done(sent, throttled=True)  # (counted as neither success nor failure)
+                        raise Stopped(f"abandoned: {self.abandoned}", "run") from None
+                    slot.congested = is_congestion(exc)
+                    if isinstance(exc, ConnectionClosed):
+                        self.closed.add(self.limiter.active)
+                    self.breaker.done(sent, describe_error(exc, [self.config.api_key]),
+                                      throttled=isinstance(exc, RateLimitError))  # a throttling endpoint is alive
                     raise
-                except Exception as exc:
-                    self.breaker.failed(describe_error(exc, [self.config.api_key]))
-                    raise
-            self.limiter.succeeded()
-            self.breaker.succeeded()
+                slot.answered(time.monotonic() - slot.sent, completion.completion_tokens)
+                self.breaker.done(sent)
             return completion
 
         try:

@@ -19,20 +19,23 @@ class ServerKind:
 
     `penalty`: the request field of the repetition penalty (None: not sent);
     `template_kwargs`: whether `chat_template_kwargs` (the thinking switch) is sent;
-    `grammar`: whether `grammar.grammar_extra_body` has a dialect for it.
+    `grammar`: whether `grammar.grammar_extra_body` has a dialect for it;
+    `batches`: it works on many completions at once (continuous batching, 256 by default in vLLM and
+    SGLang), so the in-flight limit may start wide (`limit.py`).
     A hosted OpenAI-style API rejects unknown fields with HTTP 400, so it gets none.
     """
 
     penalty: str | None = None
     template_kwargs: bool = False
     grammar: bool = False
+    batches: bool = False
 
 
 #: The kinds `--apibank-server-kind` names (`auto` is resolved from the endpoint, see `server_kind_of`).
 SERVER_KINDS: dict[str, ServerKind] = {
-    "vllm": ServerKind("repetition_penalty", True, True),
-    "vllm-structured": ServerKind("repetition_penalty", True, True),  # vLLM >= 0.12's grammar field
-    "sglang": ServerKind("repetition_penalty", True),
+    "vllm": ServerKind("repetition_penalty", True, True, batches=True),
+    "vllm-structured": ServerKind("repetition_penalty", True, True, batches=True),  # vLLM >= 0.12's grammar field
+    "sglang": ServerKind("repetition_penalty", True, batches=True),
     "llama.cpp": ServerKind("repeat_penalty", True, True),  # llama.cpp's llama-server, llama-cpp-python
     "openai": ServerKind(),  # a hosted OpenAI-style API: the standard fields only
     "none": ServerKind(),  # the old name for an endpoint without grammars, kept for existing commands
@@ -97,8 +100,10 @@ class ModelConfig:
     #: What identifies the endpoint to the response cache (answers cached under one deployment are
     #: never given for another); empty: the base URLs.
     deployment: str = ""
-    #: Failed attempts in a row (no success between) after which every request stops (0 = never).
-    max_consecutive_errors: int = BY_NAME["max_consecutive_errors"].default
+    #: Seconds with no success while requests keep failing after which every request stops (0 = never).
+    down_after: float = BY_NAME["down_after"].default
+    #: Processes sending to the same endpoints at once (xdist workers): they share its queue (limit.py).
+    sharing: int = 1
 
     def __post_init__(self) -> None:
         self.base_urls = [url.strip().rstrip("/") for url in self.base_urls if url and url.strip()]
@@ -108,6 +113,8 @@ class ModelConfig:
             raise ValueError(f"server_kind must be one of {(AUTO, *SERVER_KINDS)}, got {self.server_kind!r}")
         if self.max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
+        if self.timeout <= 0:
+            raise ValueError("timeout must be > 0 seconds")
         if self.max_retries < 0:
             raise ValueError("max_retries must be >= 0")
 

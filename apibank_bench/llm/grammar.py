@@ -3,11 +3,21 @@
 The output it allows is `[ApiName(param='value', ...)]` where ApiName is one of
 the visible APIs and the keywords are that API's own input parameters, each at
 most once and in the order the spec lists them (any subset, so optional
-parameters may be left out). Values are single-quoted strings (no newline, no
-unescaped quote; escapes limited to \\\\ \\' \\" \\n \\t so Python reads them),
-numbers (no leading zeros, which Python rejects), True/False, and lists whose
-items are strings, numbers or flat dicts of those (gold calls such as
-RecordHealthData's `health_data=[{'name': ..., 'value': ...}]` need dicts).
+parameters may be left out). Values are single-quoted strings, numbers (no
+leading zeros, which Python rejects), True/False, and lists whose items are
+strings, numbers or flat dicts of those (gold calls such as RecordHealthData's
+`health_data=[{'name': ..., 'value': ...}]` need dicts).
+
+Every rule is unambiguous (one continuation per character) and bounded, so an
+answer is at most a few hundred tokens whatever the model does: llama.cpp checks
+the whole vocabulary (262k tokens for Gemma 3) against the grammar at every
+step, and an unbounded list or string let the 270M model repeat itself until
+`max_tokens` (1,024 tokens, minutes on 2 cores). The bounds come from the data:
+a string holds at most `MAX_STRING` printable ASCII characters (the longest gold
+string is 135, and no gold value has a character outside printable ASCII;
+escapes limited to \\\\ \\' \\" \\n \\t so Python reads them), a list or dict
+at most `MAX_ITEMS` entries (gold: 3 and 2), a number at most 12 integer and 6
+fraction digits.
 
 With `typed=True` (the default) each parameter takes the values its declared
 type allows: `str` a string; `int`/`float` a number or a string; `bool`
@@ -25,19 +35,25 @@ from typing import Any, Iterable, Mapping
 
 from apibank_bench.llm.config import AUTO, SERVER_KINDS
 
-# Shared value rules (GBNF). Python literal syntax, so `ast.literal_eval` reads each value.
-_VALUE_RULES = r"""
+#: Longest string value, in characters (the longest gold string is a 135-character URL).
+MAX_STRING = 140
+#: Most items in a list, and pairs in a dict (gold: 3 and 2).
+MAX_ITEMS = 8
+
+# Shared value rules (GBNF). Python literal syntax, so `ast.literal_eval` reads each value. `{m,n}`
+# is llama.cpp's bounded repetition (nested optional rules, which its sampler handles in linear time).
+_VALUE_RULES = rf"""
 value ::= string | number | list | bool
 v-str ::= string
 v-num ::= number | string
 v-bool ::= bool | string
 v-list ::= list | string
-string ::= "'" char* "'"
-char ::= [^'\\\n\r] | "\\" ['"\\nt]
-number ::= "-"? ("0" | [1-9] [0-9]*) ("." [0-9]+)?
-list ::= "[" (item (sep item)*)? "]"
+string ::= "'" char{{0,{MAX_STRING}}} "'"
+char ::= [ -&(-\[\]-~] | "\\" ['"\\nt]
+number ::= "-"? ("0" | [1-9] [0-9]{{0,11}}) ("." [0-9]{{1,6}})?
+list ::= "[" (item (sep item){{0,{MAX_ITEMS - 1}}})? "]"
 item ::= string | number | dict
-dict ::= "{" (pair (sep pair)*)? "}"
+dict ::= "{{" (pair (sep pair){{0,{MAX_ITEMS - 1}}})? "}}"
 pair ::= string ":" " "? (string | number | bool)
 bool ::= "True" | "False"
 sep ::= "," " "?

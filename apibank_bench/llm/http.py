@@ -16,16 +16,27 @@ start. A connection per request costs a TCP (or TLS) handshake, small beside a c
 seconds.
 
 Errors are this module's own, named after the SDK's classes so that an error row reads
-as the SDK's would: `APIConnectionError` (no connection, a reset, an answer cut off),
+as the SDK's would: `APIConnectionError` (no connection; `ConnectionClosed`: a reset, an answer cut off),
 `APITimeoutError` (one of those), `APIStatusError` (a non-2xx answer, with its
 `status_code` and `response`, whose Retry-After the retry policy reads), and a subclass
-per status (`RateLimitError` for 429, `InternalServerError` for 5xx, ...).
+per status (`RateLimitError` for 429, `InternalServerError` for 5xx, ...). A 400 that says the
+prompt does not fit the server's context is a `ContextLengthError`, whose message names both
+sizes and what to change (servers word it differently: see `context_overflow`).
+
+A run that stops (Ctrl-C, SIGTERM) does not wait for the server: `ChatEndpoint.abort` shuts
+down the sockets of the requests in flight, so a thread blocked reading a slow answer wakes
+at once (with an `APIConnectionError`), and refuses every later connection. Closing a socket
+from another thread would not wake its reader; shutting it down does.
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
+import re
+import socket
+import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -42,6 +53,15 @@ class APIError(Exception):
 class APIConnectionError(APIError):
     def __init__(self, message: str = "Connection error.") -> None:
         super().__init__(message)
+
+
+class ConnectionClosed(APIConnectionError):
+    """The server closed the connection without a whole answer (a reset, an empty reply, a body cut off): what
+    a server does when more connections arrive than it can take (a full accept queue, a proxy's limit)."""
+
+
+#: The errors of a connection the server closed (a refused one is not: nobody took it).
+_CLOSED = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)
 
 
 class APITimeoutError(APIConnectionError):
@@ -77,6 +97,64 @@ class RateLimitError(APIStatusError): ...
 class InternalServerError(APIStatusError): ...
 
 
+class ContextLengthError(BadRequestError):
+    """HTTP 400: the prompt (with room for the completion) does not fit the server's context."""
+
+    def __init__(self, message: str, response: ErrorAnswer, prompt_tokens: int | None, context_tokens: int | None,
+                 completion_tokens: int | None = None) -> None:
+        super().__init__(message, response)
+        self.prompt_tokens, self.context_tokens = prompt_tokens, context_tokens
+        self.completion_tokens = completion_tokens
+
+
+#: How servers say a request does not fit their context (each answers HTTP 400), with the sizes they name.
+#: OpenAI, vLLM and llama-cpp-python's server: "This model's maximum context length is N tokens. However, you
+#: requested T tokens (P in the messages, C in the completion)" / "your messages resulted in P tokens" /
+#: "your request has P input tokens" / "you requested C output tokens and your prompt contains at least P
+#: input tokens"; llama.cpp's server: "request (P tokens) exceeds the available context size (N tokens)", with
+#: `n_prompt_tokens` and `n_ctx` fields (older builds: the same words without the numbers); SGLang:
+#: "Requested token count exceeds the model's maximum context length of N tokens. You requested a total of T
+#: tokens: P tokens from the input messages and C tokens for the completion", or "The input (P tokens) is
+#: longer than the model's context length (N tokens)". Matched on the lowercased text.
+_CONTEXT = re.compile(r"maximum context length (?:is|of) (\d+)|available context size \((\d+) tokens\)"
+                      r"|model's context length \((\d+) tokens\)")
+_PROMPT = re.compile(r"(\d+) in the messages|messages resulted in (\d+) tokens|has (\d+) input tokens"
+                     r"|at least (\d+) input tokens|request \((\d+) tokens\)|input \((\d+) tokens\)"
+                     r"|(\d+) tokens from the input|(\d+) in your prompt")
+_COMPLETION = re.compile(r"(\d+) in the completion|requested (\d+) output tokens"
+                         r"|(\d+) (?:tokens )?for the completion|too large: (\d+)")
+_OVERFLOW_WORDS = ("context length", "context size", "context_length_exceeded", "exceed_context_size_error")
+
+
+def _first_number(pattern: re.Pattern[str], text: str) -> int | None:
+    match = pattern.search(text)
+    return int(next(group for group in match.groups() if group)) if match else None
+
+
+def context_overflow(status: int, body: Any, text: str) -> tuple[int | None, int | None, int | None] | None:
+    """(prompt, context, completion) tokens as the server names them (None where it names none) if a 400 says
+    the request does not fit the context; None for any other answer."""
+    text = text.lower()
+    if status != 400 or not any(word in text for word in _OVERFLOW_WORDS):
+        return None
+    fields = body if isinstance(body, dict) else {}
+    prompt, context = fields.get("n_prompt_tokens"), fields.get("n_ctx")  # llama.cpp's server
+    return (prompt if isinstance(prompt, int) else _first_number(_PROMPT, text),
+            context if isinstance(context, int) else _first_number(_CONTEXT, text),
+            _first_number(_COMPLETION, text))
+
+
+def _overflow_message(prompt: int | None, context: int | None, completion: int | None) -> str:
+    """What to do about a request that does not fit, with both sizes."""
+    def size(tokens: int | None) -> str:
+        return f"{tokens} tokens" if tokens is not None else "a size it did not say"
+
+    needs = f"the prompt ({size(prompt)})" + (f" plus the completion's max_tokens ({completion})" if completion else "")
+    return (f"{needs} does not fit the server's context ({size(context)}): start the server with a larger context "
+            "(llama.cpp's llama-server -c, llama-cpp-python --n_ctx, vLLM --max-model-len, SGLang --context-length, "
+            "Ollama num_ctx) or lower --max-tokens")
+
+
 _BY_STATUS = {400: BadRequestError, 401: AuthenticationError, 403: PermissionDeniedError, 404: NotFoundError,
               409: ConflictError, 422: UnprocessableEntityError, 429: RateLimitError}
 
@@ -91,6 +169,10 @@ def status_error(response: ErrorAnswer) -> APIStatusError:
     if isinstance(body, dict) and "error" in body:  # OpenAI's `{"error": {...}}` envelope
         body = body["error"]
     detail = str(body)[:ERROR_BODY_CHARS] if body not in ("", None) else "(no body)"
+    overflow = context_overflow(response.status_code, body, text)
+    if overflow is not None:
+        return ContextLengthError(f"Error code: 400 - {_overflow_message(*overflow)} (the server said: {detail})",
+                                  response, *overflow)
     kind = InternalServerError if response.status_code >= 500 else _BY_STATUS.get(response.status_code,
                                                                                   APIStatusError)
     return kind(f"Error code: {response.status_code} - {detail}", response)
@@ -103,21 +185,103 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None  # urllib then raises the 3xx as an HTTPError
 
 
+class OpenSockets:
+    """The sockets of one endpoint's requests in flight; `abort` shuts them all down, and every socket opened
+    after it, so no request outlives it by more than a context switch."""
+
+    def __init__(self) -> None:
+        self.aborted = False
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    def opened(self, sock: socket.socket, mine: list[socket.socket]) -> socket.socket:
+        with self._lock:
+            if not self.aborted:
+                self._open.add(sock)
+                mine.append(sock)
+                return sock
+        _shut(sock)  # the request then fails at its first read or write
+        return sock
+
+    def closed(self, mine: list[socket.socket]) -> None:
+        with self._lock:
+            self._open.difference_update(mine)
+
+    def abort(self) -> None:
+        with self._lock:
+            self.aborted = True
+            sockets, self._open = list(self._open), set()
+        for sock in sockets:
+            _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already closed (its fd is gone: shutting down cannot reach another socket)
+        pass
+
+
+class _Tracked:
+    """A connection that registers its sockets (the TCP one, then the TLS one over it) with its request's
+    endpoint: urllib hands the socket to the response and drops it from the connection, so the connection
+    itself could not be closed later."""
+
+    def __init__(self, *args: Any, sockets: OpenSockets, mine: list[socket.socket], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        create = self._create_connection
+        self._create_connection = lambda *a, **k: sockets.opened(create(*a, **k), mine)
+        self._register = functools.partial(sockets.opened, mine=mine)
+
+    def connect(self) -> None:
+        super().connect()
+        if self.sock is not None:  # TLS wraps the TCP socket into a new object (a socket of its own)
+            self._register(self.sock)
+
+
+class _TrackedHTTP(_Tracked, http.client.HTTPConnection): ...
+class _TrackedHTTPS(_Tracked, http.client.HTTPSConnection): ...
+
+
+class _ChatRequest(urllib.request.Request):
+    """A request with its endpoint's open sockets, and its own (registered as its connection opens them)."""
+
+    def __init__(self, url: str, data: bytes, headers: dict[str, str], sockets: OpenSockets) -> None:
+        super().__init__(url, data=data, headers=headers, method="POST")
+        self.sockets = sockets
+        self.mine: list[socket.socket] = []
+
+
+class _TrackingHTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req: _ChatRequest):
+        return self.do_open(functools.partial(_TrackedHTTP, sockets=req.sockets, mine=req.mine), req)
+
+
+class _TrackingHTTPSHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req: _ChatRequest):
+        return self.do_open(functools.partial(_TrackedHTTPS, sockets=req.sockets, mine=req.mine), req,
+                            context=self._context)
+
+
 class ChatEndpoint:
     """One base URL's chat completions; thread-safe (nothing is shared between requests but the opener,
-    whose handlers keep no state)."""
+    whose handlers keep no state, and the set of open sockets)."""
 
     def __init__(self, base_url: str, api_key: str, timeout: float) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json",
                          "Accept": "application/json"}
         self._timeout = timeout  #: seconds for the connection and for each read, as the SDK's timeout
-        self._opener = urllib.request.build_opener(_NoRedirects)
+        self._opener = urllib.request.build_opener(_NoRedirects, _TrackingHTTPHandler, _TrackingHTTPSHandler)
+        self._sockets = OpenSockets()
+
+    def abort(self) -> None:
+        """End every request in flight now, and every later one at once (each fails with APIConnectionError)."""
+        self._sockets.abort()
 
     def create(self, body: dict[str, Any]) -> Any:
         """POST one chat request; the parsed JSON answer of a 2xx (MalformedResponse if it is not JSON)."""
-        request = urllib.request.Request(self.url, data=json.dumps(body).encode("utf-8"), headers=self._headers,
-                                         method="POST")
+        request = _ChatRequest(self.url, json.dumps(body).encode("utf-8"), self._headers, self._sockets)
         try:
             with self._opener.open(request, timeout=self._timeout) as response:
                 raw = response.read()
@@ -126,11 +290,17 @@ class ChatEndpoint:
         except urllib.error.URLError as exc:  # refused, unresolvable, a TLS failure, or a connect timeout
             if isinstance(exc.reason, TimeoutError):
                 raise APITimeoutError() from None
+            if isinstance(exc.reason, _CLOSED):  # closed while the request was being sent
+                raise ConnectionClosed(f"Connection error: {_describe(exc.reason)}") from None
             raise APIConnectionError(f"Connection error: {_describe(exc.reason)}") from None
         except TimeoutError:  # a read that waited longer than the timeout
             raise APITimeoutError() from None
-        except (http.client.HTTPException, OSError) as exc:  # a reset, or the answer cut off mid-body
+        except (http.client.HTTPException, *_CLOSED) as exc:  # a reset, or the answer cut off mid-body
+            raise ConnectionClosed(f"Connection error: {_describe(exc)}") from None
+        except OSError as exc:
             raise APIConnectionError(f"Connection error: {_describe(exc)}") from None
+        finally:
+            self._sockets.closed(request.mine)
         try:
             return json.loads(raw)
         except ValueError:

@@ -33,7 +33,20 @@ from apibank_bench.core.settings import BY_NAME
 
 #: The model name the server answers to (`--model_alias`); put it in ModelConfig.model.
 LOCAL_MODEL = "gemma-3-270m-it-q4_k_m"
-DEFAULT_N_CTX = 8192
+#: The context: the longest prompt of the data (1,487 tokens, a Level-1 dialogue, single agent)
+#: plus the default `max_tokens` (1,024), rounded up to 256 (tests/test_local_server.py checks it).
+#: Its KV cache is ~18 KB a token (18 layers, one 256-wide KV head, f16): 45 MB, not 8192's 150 MB.
+DEFAULT_N_CTX = 2560
+#: Server options beyond the model and the context, each measured (README, "The embedded model"):
+#: - `--logits_all false`: llama-cpp-python's server defaults to keeping the logits of every
+#:   position, a 262,144-float row (1 MB) per token of context: 2.4-3.5 GB resident after a few
+#:   requests, and the lm_head computed for every prompt token. Sampling needs the last row only.
+#: - `--n_ubatch 128`: llama.cpp sizes its compute buffer for a whole micro-batch of logits
+#:   (n_ubatch x 262,144 floats: 537 MB at the default 512, 134 MB at 128).
+#: - `--n_threads_batch 1`: prompt evaluation on one thread, as generation already is (the default
+#:   n_threads is half the cores). On a shared 2-core machine two threads wait on each other at
+#:   every graph node: 10-15 prompt tokens/s with two, 35-48 with one (measured alternately, load 12-15).
+SERVER_OPTIONS = ("--logits_all", "false", "--n_ubatch", "128", "--n_threads_batch", "1")
 
 # Runs in the child before exec: die with the parent (Linux), then become the server.
 _LAUNCHER = """
@@ -194,6 +207,7 @@ class LocalServer:
             "--n_ctx", str(self.n_ctx),
             "--host", self.host,
             "--port", str(port),
+            *SERVER_OPTIONS,
             *self.extra_args,
         ]
 
@@ -339,7 +353,8 @@ class OnDemandServer:
     def started_url(self) -> str | None:
         return self.server.base_url if self.server is not None else None
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server: SIGTERM, then SIGKILL if it is still there after `timeout` seconds."""
         if self.server is not None:
-            self.server.stop()
+            self.server.stop(timeout)
             self.server = None

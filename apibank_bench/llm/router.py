@@ -93,6 +93,7 @@ class Router:
             raise ValueError("no endpoints to route to")
         if policy not in ROUTINGS:
             raise ValueError(f"routing must be one of {ROUTINGS}, got {policy!r}")
+        self.urls = list(urls)
         self.endpoints = {url: Endpoint(url) for url in urls}
         self.policy = policy
         self._turn = itertools.cycle(self.endpoints.values())
@@ -107,15 +108,18 @@ class Router:
         each = fastest[1] if endpoint.per_request_s is None else endpoint.per_request_s
         return latency + endpoint.outstanding * each
 
-    def _choose(self, avoid: str) -> Endpoint:
+    def _choose(self, avoid: str, among: Sequence[str] | None = None) -> Endpoint:
+        allowed = [self.endpoints[url] for url in among] if among is not None else list(self.endpoints.values())
         if self.policy == "round_robin":
-            return next(self._turn)
+            while (endpoint := next(self._turn)) not in allowed:
+                pass
+            return endpoint
         now = self._clock()
         # back from a cooldown, an endpoint is tried with one request at a time until one succeeds
-        live = [e for e in self.endpoints.values()
+        live = [e for e in allowed
                 if e.back_at <= now and not (e.failures_in_row >= FAILURES_TO_EJECT and e.outstanding)]
         if not live:  # all out of rotation: the one due back first
-            return min(self.endpoints.values(), key=lambda e: e.back_at)
+            return min(allowed, key=lambda e: e.back_at)
         if len(live) > 1:
             live = [e for e in live if e.url != avoid] or live
         measured = [e for e in self.endpoints.values() if e.ewma_s is not None]
@@ -124,12 +128,12 @@ class Router:
         return min(live, key=lambda e: (self._cost(e, now, fastest), e.ewma_s is not None))
 
     @contextmanager
-    def request(self, avoid: str = "") -> Iterator[str]:
-        """Choose an endpoint and count the request there; yields its URL. An exception
-        raised inside is the request's failure (re-raised)."""
+    def request(self, avoid: str = "", among: Sequence[str] | None = None) -> Iterator[str]:
+        """Choose an endpoint (one of `among`, the endpoints with room in the client's limit) and count the
+        request there; yields its URL. An exception raised inside is the request's failure (re-raised)."""
         token = object()
         with self._lock:
-            endpoint = self._choose(avoid)
+            endpoint = self._choose(avoid, among)
             started = endpoint.started[token] = self._clock()
             sharing = endpoint.outstanding  # requests in flight there as it starts, itself included
         try:
@@ -181,7 +185,9 @@ def merge_snapshots(snapshots: Sequence[dict[str, dict]]) -> dict[str, dict]:
     for snapshot in snapshots:
         for url, part in snapshot.items():
             into = merged.setdefault(url, {"requests": 0, "errors": 0, "mean_latency_s": None,
-                                           "ewma_latency_s": None, "ejections": 0, "_latency": 0.0, "_ewma": []})
+                                           "ewma_latency_s": None, "ejections": 0, "in_flight_limit": [],
+                                           "_latency": 0.0, "_ewma": []})
+            into["in_flight_limit"] += part.get("in_flight_limit") or []  # one record per process
             into["requests"] += part["requests"]
             into["errors"] += part["errors"]
             into["ejections"] += part["ejections"]

@@ -1,10 +1,15 @@
-"""final.json: seed vs optimized prompts on the same eval instances, with an exact paired test."""
+"""final.json: seed vs optimized prompts on the same eval instances, with an exact paired test.
+
+The pairing and the test are `compare`'s (runs.pairing): one row per instance, and an instance that
+is an infrastructure error in either run is left out of the paired test (and counted), not taken
+for a wrong answer, so `final.json` and `apibank-bench compare SEED OPTIMIZED` agree.
+"""
 
 from __future__ import annotations
 
+from apibank_bench.runs.pairing import pair_rows, paired_stats
 from apibank_bench.runs.results import read_rows, summarize
 from apibank_bench.runs.row import ResultRow
-from apibank_bench.runs.stats import mcnemar_exact
 
 
 def _brief(summary: dict) -> dict:
@@ -14,23 +19,23 @@ def _brief(summary: dict) -> dict:
 
 def compare(seed_results: list[ResultRow], optimized_results: list[ResultRow]) -> dict:
     """Both runs' accuracy overall and per level, the instances that changed, and the paired test."""
-    seed = {row.id: row.is_correct for row in seed_results}
-    optimized = {row.id: row.is_correct for row in optimized_results}
-    if list(seed) != list(optimized):
+    matched = pair_rows(seed_results, optimized_results)
+    if list(matched.base) != list(matched.other):
         raise ValueError("final: the seed and optimized runs did not cover the same instances")
-    improved = [task_id for task_id in seed if optimized[task_id] and not seed[task_id]]
-    regressed = [task_id for task_id in seed if seed[task_id] and not optimized[task_id]]
+    paired = paired_stats(matched.paired, matched.base, matched.other, seed=0)  # its interval is not reported
     before, after = summarize(seed_results), summarize(optimized_results)
     return {
-        "instances": len(seed),
+        "instances": len(matched.base),
         "seed": _brief(before),
         "optimized": _brief(after),
         "delta_pp": round(100 * (after["accuracy"] - before["accuracy"]), 4),
-        "improved": improved,
-        "regressed": regressed,
-        "paired_test": {"test": "exact McNemar (two-sided binomial test on the discordant instances)",
-                        "improved": len(improved), "regressed": len(regressed),
-                        "p_value": mcnemar_exact(len(improved), len(regressed))},
+        "improved": paired["won"],
+        "regressed": paired["lost"],
+        "paired_test": {"test": "exact McNemar (two-sided binomial test on the discordant instances), on the "
+                                "instances with an answer in both runs (runs.pairing, as `compare`)",
+                        "paired": paired["n"], "errors_excluded": matched.errors_excluded,
+                        "improved": len(paired["won"]), "regressed": len(paired["lost"]),
+                        "p_value": paired["mcnemar_p"]},
     }
 
 

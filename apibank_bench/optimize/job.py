@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 
 from apibank_bench.agents import build_solver
+from apibank_bench.agents.model_roles import check_assignments
 from apibank_bench.agents.models import describe_model, endpoint_models, model_client, needs_local_server
 from apibank_bench.llm.local_server import OnDemandServer
 from apibank_bench.data.manifests import manifest_ids, splits
@@ -29,7 +30,7 @@ from apibank_bench.runs.provenance import provenance
 from apibank_bench.runs.results import RunFiles, finished_ids
 from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.scoring.stage import Stage
-from apibank_bench.core.settings import RunConfig, from_environment
+from apibank_bench.core.settings import BY_NAME, RunConfig, from_environment
 from apibank_bench.data.tasks import get_task
 from apibank_bench.optimize import grid, methods
 from apibank_bench.optimize.context import Context, _run_tasks, usage, write_prompts
@@ -39,7 +40,7 @@ from apibank_bench.optimize.roles import roles, seed_prompts
 
 #: What --resume must find unchanged (the endpoint URLs and the cache may differ).
 _IDENTITY = ("cell", "method", "roles", "splits", "final_ids")
-_RUN_IDENTITY = ("topology", "team_size", "rounds", "message_format", "model", "seed", "constrained")
+_RUN_IDENTITY = ("topology", "team_size", "rounds", "message_format", "model", "seed", "constrained", "model_role")
 
 
 class JobError(Exception):
@@ -62,9 +63,14 @@ def run(args: argparse.Namespace, module: ModuleType, cell: grid.Cell) -> int:
     cfg = from_environment(root=args.root, topology=args.topology, team_size=args.team_size,
                            rounds=args.rounds, message_format=args.message_format, model=cell.model,
                            base_url=list(args.base_url), seed=args.seed, cache=args.cache,
-                           constrained=args.constrained, cache_dir=args.cache_dir)
-    if cell.model and needs_local_server(cfg):
+                           constrained=args.constrained, cache_dir=args.cache_dir,
+                           model_role=getattr(args, "model_role", None))
+    if cell.model and not cfg.base_url:
         raise JobError(f"--model {args.model} needs an endpoint: pass --base-url (or set OPENAI_BASE_URL)")
+    try:
+        check_assignments(cfg)  # a --model-role for a role the topology does not have
+    except ValueError as exc:
+        raise JobError(str(exc)) from None
     out = Path(args.out)
     if (out / "config.json").exists() and not args.resume:
         raise JobError(f"{out} already holds an optimize run: pass --resume to continue it, or another --out")
@@ -101,7 +107,9 @@ def _changed(before: dict, now: dict) -> list[str]:
         return json.loads(json.dumps(value, default=str))
 
     changed = [key for key in _IDENTITY if plain(before.get(key)) != plain(now[key])]
-    return changed + [f"run.{key}" for key in _RUN_IDENTITY if before.get("run", {}).get(key) != now["run"][key]]
+    # A setting a job recorded before it existed had its default then (`--model-role`: none).
+    return changed + [f"run.{key}" for key in _RUN_IDENTITY
+                      if before.get("run", {}).get(key, BY_NAME[key].default) != now["run"][key]]
 
 
 def _optimizer_client(args, cfg: RunConfig, client, local):
@@ -110,7 +118,8 @@ def _optimizer_client(args, cfg: RunConfig, client, local):
         return client, None
     aliases = grid.model_aliases(args.model_aliases)
     model = aliases.get(args.optimizer_model, args.optimizer_model) or cfg.model
-    ocfg = dataclasses.replace(cfg, model=model, base_url=list(args.optimizer_base_url or cfg.base_url))
+    # The optimizer is one model, not a team: the task's role models are not its.
+    ocfg = dataclasses.replace(cfg, model=model, base_url=list(args.optimizer_base_url or cfg.base_url), model_role=[])
     if args.optimizer_model and needs_local_server(ocfg):
         raise JobError(f"--optimizer-model {args.optimizer_model} needs an endpoint: pass --optimizer-base-url")
     return model_client(ocfg, local), describe_model(ocfg, endpoint_models(ocfg.base_url[0]))

@@ -15,8 +15,8 @@ import pytest
 from apibank_bench.core import settings
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.data.tasks import split_combined_id
-from apibank_bench.plugin.keys import NOT_STARTED, POOL, RESULT, USER_PROPERTY
-from apibank_bench.plugin.run import bench_requested, given_names, ids_to_run, is_worker, run_config
+from apibank_bench.plugin.keys import LAST_FAILED, NOT_STARTED, POOL, RESULT, USER_PROPERTY
+from apibank_bench.plugin.run import bench_requested, given_names, ids_to_run, is_worker, passed_keys, run_config
 
 ENDPOINT_UNREACHABLE = 3  #: the exit code of a run whose endpoint nobody answers
 
@@ -26,12 +26,27 @@ def pytest_addoption(parser):
     settings.add_pytest_options(parser)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """`--lf` on the benchmark: the folder's own rows decide what failed last (pytest_collection_modifyitems),
+    so pytest's cache (one per checkout, and "run everything" when nothing failed) is turned off before
+    its plugin reads the option."""
+    if getattr(config.option, "lf", False) and bench_requested(config):
+        config.option.lf = False
+        config.stash[LAST_FAILED] = True
+
+
 def pytest_configure(config):
     from apibank_bench.llm.probe import forget_probes
     # Imported here: the model layer and the agents load only in a pytest run, not with the package.
     from apibank_bench.plugin import endpoint, fixtures, writer
 
     forget_probes()  # a run asks each endpoint's GET /models once
+    if bench_requested(config):  # SIGTERM stops a benchmark run as Ctrl-C does (plugin.interrupt)
+        from apibank_bench.plugin import interrupt
+
+        interrupt.install(config)
+        config.pluginmanager.register(interrupt, "apibank-interrupt")
 
     config.pluginmanager.register(fixtures, "apibank-fixtures")  # the benchmark's fixtures are the plugin's
     config.pluginmanager.register(endpoint.EndpointPlugin(config), "apibank-endpoint")
@@ -57,6 +72,7 @@ def pytest_sessionstart(session):
         raise pytest.UsageError(f"apibank: the data at {root} does not match vendor/apibank.lock.json: {shown} "
                                 "(restore it with `apibank-bench data fetch`)")
     warn_ignored(config)
+    say_cut_selection(config)
     check_endpoint(config)
 
 
@@ -69,6 +85,25 @@ def warn_ignored(config) -> None:
     for warning in ignored_settings(run_config(config), given):
         if reporter is not None:
             reporter.write_line(f"apibank: warning: {warning}", yellow=True)
+
+
+def say_cut_selection(config) -> None:
+    """`--only` with `--limit` runs the first instances of those named: said, never done silently."""
+    from apibank_bench.data.manifests import select
+
+    cfg = run_config(config)
+    if not (cfg.only and cfg.limit):
+        return
+    try:
+        named = len(select(cfg.level, None, cfg.offset, cfg.only))
+    except (FileNotFoundError, ValueError):
+        return  # the selection itself says what is wrong (plugin.run.selected_cases)
+    if named > cfg.limit:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"apibank: {settings.flag('limit')} {cfg.limit} runs the first {cfg.limit} of the "
+                                f"{named} instances named by {settings.flag('only')} (without "
+                                f"{settings.flag('limit')} every named instance runs)", yellow=True)
 
 
 def check_endpoint(config) -> None:
@@ -109,6 +144,11 @@ def pytest_runtestloop(session):
 def pytest_sessionfinish(session):
     if NOT_STARTED in session.config.stash:
         session.exitstatus = ENDPOINT_UNREACHABLE
+    elif session.config.stash.get(LAST_FAILED, False) and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.OK  # `--lf` with nothing failed: said, and nothing to do
+    elif getattr(session.config.pluginmanager.get_plugin("apibank-writer"), "stopped", None) \
+            and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a stopped run is not a passing one
 
 
 # -- collection --------------------------------------------------------------------
@@ -122,6 +162,25 @@ def pytest_generate_tests(metafunc):
         for case in ids_to_run(metafunc.config)
     ]
     metafunc.parametrize("apibank_task_id", params)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """`--lf`: only the cases without a correct row in the folder (an error, a wrong answer, or no row at all:
+    never run, or its line unreadable); when every one has a correct row, none runs."""
+    if not config.stash.get(LAST_FAILED, False):
+        return
+    passed = passed_keys(config)
+    keep, drop = [], []
+    for item in items:
+        case = getattr(item, "callspec", None) and item.callspec.params.get("apibank_task_id")
+        (drop if case and split_case(case) in passed else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if not keep and reporter is not None and not is_worker(config):
+        reporter.write_line(f"apibank: --lf: {run_config(config).results_dir} holds a correct row for every "
+                            "instance of this selection: nothing failed, nothing to run", yellow=True)
 
 
 @pytest.hookimpl(wrapper=True)

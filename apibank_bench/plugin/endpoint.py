@@ -11,22 +11,30 @@ import pytest
 from apibank_bench.agents.models import needs_local_server
 from apibank_bench.llm.local_server import OnDemandServer
 
+#: Seconds the embedded server gets to exit on SIGTERM before SIGKILL. Its graceful shutdown (uvicorn's) waits
+#: for the completions being generated, a minute each at worst, which a stopped run has abandoned; an idle
+#: server exits at once.
+STOP_GRACE_S = 1.0
+
 
 class EndpointPlugin:
     def __init__(self, config) -> None:
         self.config = config
         self.local: OnDemandServer | None = None
         self.worker_counts: list[dict] = []  #: each finished xdist worker's requests per endpoint
+        self.worker_closed: list[dict] = []  #: each finished xdist worker's closed connections (`own_closed`)
 
     def own_counts(self) -> dict:
-        """This process's requests, errors and latency per endpoint (URL credentials masked)."""
+        """This process's requests, errors, latency and learned in-flight limit per endpoint (URL credentials
+        masked)."""
         from apibank_bench.core.redact import redact
         from apibank_bench.plugin.keys import MODEL
 
         client = self.config.stash.get(MODEL, None)
         if client is None:
             return {}
-        return {redact(url): counts for url, counts in client.router.snapshot().items()}
+        counts = client.endpoint_counts() if hasattr(client, "endpoint_counts") else client.endpoint_report()
+        return {redact(url): part for url, part in counts.items()}
 
     def endpoint_counts(self) -> dict:
         """The run's requests per endpoint: this process's and its workers'."""
@@ -34,17 +42,40 @@ class EndpointPlugin:
 
         return merge_snapshots([self.own_counts(), *self.worker_counts])
 
+    def own_closed(self) -> dict:
+        """The connections the server closed on this process's requests, and the in-flight limit that held."""
+        from apibank_bench.plugin.keys import MODEL
+
+        client = self.config.stash.get(MODEL, None)
+        if client is None:
+            return {}
+        return {"count": client.closed.count, "most_in_flight": client.closed.most_in_flight,
+                "in_flight_limit": client.in_flight_limit()}
+
+    def closed_connections(self) -> dict:
+        """The run's closed connections: counts summed over its processes, as are their in-flight limits (each
+        process has its own), and the most in flight at a close in any one of them."""
+        parts = [part for part in (self.own_closed(), *self.worker_closed) if part]
+        if not parts:
+            return {}
+        return {"count": sum(part["count"] for part in parts),
+                "most_in_flight": max(part["most_in_flight"] for part in parts),
+                "in_flight_limit": sum(part["in_flight_limit"] for part in parts)}
+
     def pytest_sessionfinish(self) -> None:
         from apibank_bench.plugin.run import is_worker
 
         if is_worker(self.config):  # travels to the controller with the worker's end
             self.config.workeroutput["apibank_endpoints"] = self.own_counts()
+            self.config.workeroutput["apibank_closed"] = self.own_closed()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error) -> None:
-        counts = getattr(node, "workeroutput", {}).get("apibank_endpoints")
-        if counts:
-            self.worker_counts.append(counts)
+        output = getattr(node, "workeroutput", {})
+        if output.get("apibank_endpoints"):
+            self.worker_counts.append(output["apibank_endpoints"])
+        if output.get("apibank_closed"):
+            self.worker_closed.append(output["apibank_closed"])
 
     def base_url(self) -> str:
         """The embedded server's URL: from the controller on a worker, else started here."""
@@ -89,7 +120,7 @@ class EndpointPlugin:
 
     def pytest_unconfigure(self, config) -> None:
         if self.local is not None:
-            self.local.stop()
+            self.local.stop(STOP_GRACE_S)
 
 
 def share_scheduler(config, log):

@@ -12,7 +12,7 @@ from apibank_bench.agents.models import EndpointUnreachable, model_client
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.runs.instances import InstancePool, RunStopped
 from apibank_bench.core.paths import DataMissing, require_root
-from apibank_bench.plugin.run import my_instances, record, run_config
+from apibank_bench.plugin.run import my_instances, record, run_config, stop_message
 from apibank_bench.plugin.keys import MODEL, POOL
 from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.data.tasks import get_task
@@ -44,16 +44,23 @@ def apibank_scorer(request, apibank_config, apibank_root):
 
 @pytest.fixture(scope="session")
 def apibank_model(apibank_config, pytestconfig):
-    """The shared chat client (None for the gold self-check); starts the embedded model if needed."""
+    """The shared chat client (None for the gold self-check); starts the embedded model if needed. At the
+    session's end its requests still in flight are abandoned."""
     endpoint = pytestconfig.pluginmanager.get_plugin("apibank-endpoint")
     try:
-        client = model_client(apibank_config, endpoint.base_url)
+        # xdist workers share the endpoint: each keeps its part of the server's queue (llm/limit.py)
+        sharing = int(getattr(pytestconfig, "workerinput", {}).get("workercount", 1))
+        client = model_client(apibank_config, endpoint.base_url, sharing)
     except EndpointUnreachable as exc:
         pytest.exit(f"apibank: {exc}", returncode=3)
     except ValueError as exc:  # e.g. an endpoint without a model name: a usage error
         pytest.exit(f"apibank: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     pytestconfig.stash[MODEL] = client
-    return client
+    yield client
+    if client is not None:  # the session's end, also after Ctrl-C or SIGTERM (plugin.interrupt)
+        # A request still in flight now belongs to an instance that gets no row (its test will not run):
+        # cut it off rather than wait for the server, which could take minutes (`ChatClient.abandon`).
+        client.abandon("the run ended")
 
 
 @pytest.fixture(scope="session")
@@ -85,9 +92,9 @@ def apibank_result(request, apibank_task_id, apibank_pool):
     """This instance's result. An error (no answer to score) fails the setup, so pytest reports an error."""
     try:
         result = apibank_pool.result(apibank_task_id)
-    except RunStopped as exc:  # the circuit breaker (or -x) cancelled it: no row, and the run stops here
-        request.session.shouldstop = f"apibank: {exc}"
-        pytest.skip(f"apibank: {exc}")
+    except RunStopped as exc:  # the circuit breaker (or -x) cancelled it: no row. Each such test is skipped
+        # at once ("not run"), rather than pytest stopping at the first, so its count says how many did not run.
+        pytest.skip(stop_message(str(exc)))
     record(request.node, result.payload)
     if result.is_error:
         pytest.fail(f"[error] {result.score.error}", pytrace=False)

@@ -10,9 +10,9 @@ import pytest
 
 from apibank_bench.core import settings
 from apibank_bench.data.manifests import select
-from apibank_bench.plugin.keys import COMMAND_OUTPUT, CONFIG, IDS, RESULT, USER_PROPERTY
+from apibank_bench.plugin.keys import COMMAND_OUTPUT, CONFIG, IDS, LAST_FAILED, RESULT, USER_PROPERTY
 from apibank_bench.runs.epochs import run_cases, split_case
-from apibank_bench.runs.results import capped_json, finished_keys
+from apibank_bench.runs.results import capped_json, finished_keys, read_rows
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench_tests"
 #: The `workerinput` key under which the controller hands each xdist worker the run's settings.
@@ -101,13 +101,20 @@ def ids_to_run(config) -> list[str]:
     return cases
 
 
+def passed_keys(config) -> set[tuple[str, int]]:
+    """`--lf`: the (instance, epoch) keys of this run's folder with a correct row (the tests that passed); the
+    others (an error, a wrong answer, no readable row) are what failed last. Read from the folder itself:
+    pytest's own memory is one per checkout, not per folder."""
+    return {row.key for row in read_rows(Path(run_config(config).results_dir)) if row.correct}
+
+
 def narrowing(config) -> dict:
     """The pytest options of this session that run only part of the selection (`-k`, `-m`,
     `--deselect`, `--lf`, test IDs), as given; empty when pytest runs all of it."""
     option = config.option
     chosen = {"-k": getattr(option, "keyword", ""), "-m": getattr(option, "markexpr", ""),
               "--deselect": list(getattr(option, "deselect", None) or []),
-              "--lf": bool(getattr(option, "lf", False)),
+              "--lf": bool(config.stash.get(LAST_FAILED, False) or getattr(option, "lf", False)),
               "test IDs": [str(arg) for arg in config.args if "::" in str(arg)]}
     return {name: value for name, value in chosen.items() if value}
 
@@ -135,6 +142,20 @@ def my_instances(session) -> list[str]:
 
 
 # -- stopping early ------------------------------------------------------------------
+
+
+STOPPED = "apibank: not run: "  #: how a test skipped because the run stopped gives its reason
+
+
+def stop_message(reason: str) -> str:
+    """Why the run stopped, in the words of the command typed (`--resume` under `run`, `--apibank-resume`
+    under pytest), and how to finish it."""
+    import re
+
+    spoken = re.sub(r"--apibank-[a-z-]+", lambda match: settings.spoken(match.group()), reason)
+    if settings.flag("resume") not in spoken:
+        spoken += f"; rerun with {settings.flag('resume')} to finish"
+    return STOPPED + spoken
 
 
 def record(item, payload: dict) -> None:

@@ -21,17 +21,24 @@ import pytest
 from apibank_bench.runs.instances import error_result
 from apibank_bench.runs.provenance import now
 from apibank_bench.runs.folder import FolderTaken, decide, write_record
-from apibank_bench.runs.results import RunFiles, read_summary
+from apibank_bench.runs.results import PREDICTIONS, RESULTS, UNREADABLE, RunFiles, read_summary, unreadable_lines
 from apibank_bench.runs.row import ResultRow
 from apibank_bench.runs.summary import add_summary_to_json_report, table_lines
+from apibank_bench.runs.team import protocol_words
 from apibank_bench.data.tasks import get_task
-from apibank_bench.plugin.run import ids_to_run, narrowing, run_config, selected_cases, selected_ids, task_id_of
+from apibank_bench.plugin.run import (STOPPED, ids_to_run, narrowing, run_config, selected_cases, selected_ids,
+                                      task_id_of)
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.core.progress import ProgressLine, eta
 from apibank_bench.core.settings import flag
+from apibank_bench.plugin.interrupt import deferred
 from apibank_bench.plugin.keys import COMMAND_OUTPUT, MODEL, USER_PROPERTY
 
 PROGRESS_EVERY_S = 10.0  #: plain progress lines (not a terminal, or pytest's own per-test characters)
+#: More than this share of the model's answers stopping at max_tokens is worth a warning (once the run has
+#: `CUT_MIN_ANSWERS` answers, or at its end): a model that rambles, or a server with no chat template for it.
+CUT_SHARE, CUT_MIN_ANSWERS = 0.25, 8
+OVERFLOW = "ContextLengthError"  #: in the error of a row whose prompt did not fit the server's context (llm.http)
 
 
 class Writer:
@@ -54,7 +61,10 @@ class Writer:
         self.record: dict = {}
         self.line: ProgressLine | None = None  #: the live line, under `apibank-bench run`
         self.line_started = False
+        self.stopped: str | None = None  #: why the run stopped early (the breaker, -x), from a skipped test
         self.running_since = self.started  #: when instances began (the rate leaves start-up out)
+        self.answers = self.cut_answers = 0  #: the model's answers, and those that stopped at max_tokens
+        self.said: set[str] = set()  #: the warnings given (each is given once)
 
     def pytest_sessionstart(self) -> None:
         from apibank_bench.plugin.run import bench_requested
@@ -67,8 +77,21 @@ class Writer:
         except FolderTaken as exc:
             raise pytest.UsageError(f"apibank: {exc}") from None
         self.keep, self.forced = decision.keep, decision.forced
+        if self.keep:
+            self.say_unreadable(Path(cfg.results_dir))
         self.to_run = ids_to_run(self.config)
         self.total = len(self.to_run)
+
+    def say_unreadable(self, out_dir: Path) -> None:
+        """Lines of the kept folder that cannot be read are named (file and line), never passed over: they are
+        set aside in `<file>.unreadable` when this run writes, and their instances have no row (so run again)."""
+        found = [f"{name} line {number}" for name in (RESULTS, PREDICTIONS)
+                 for number in unreadable_lines(out_dir / name)]
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if found and reporter is not None:
+            reporter.write_line(f"apibank: {out_dir}: unreadable (half-written or corrupted): {', '.join(found)}; "
+                                f"kept in {RESULTS}{UNREADABLE} / {PREDICTIONS}{UNREADABLE}, their instances have "
+                                "no row and count as not run", yellow=True)
 
     # -- what pytest runs of the selection ---------------------------------------------------
 
@@ -118,6 +141,9 @@ class Writer:
     def pytest_runtest_logreport(self, report) -> None:
         # The line is recorded in the setup phase, so the call's and teardown's reports carry it too: the
         # first report of a test that carries it is written (reading it again would cost as much each time).
+        if report.skipped and self.stopped is None and isinstance(report.longrepr, tuple):
+            reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+            self.stopped = reason.removeprefix(STOPPED) if reason.startswith(STOPPED) else None
         if report.nodeid in self.written_nodes:
             return
         payloads = [json.loads(value) for key, value in report.user_properties if key == USER_PROPERTY]
@@ -149,7 +175,8 @@ class Writer:
             cfg = run_config(self.config)
             self.files = RunFiles(Path(cfg.results_dir), resume=self.keep)
             self.record = write_record(self.files.out_dir, cfg, self.started_at, self.forced)
-        self.files.append(payload["prediction"], row, payload.get("trace"))
+        with deferred():  # an interrupt now would leave a row without its trace
+            self.files.append(payload["prediction"], row, payload.get("trace"))
         if not self.done:  # the first line comes PROGRESS_EVERY_S after the first instance, not after start-up
             self.last_progress = time.monotonic()
         self.done += 1
@@ -157,10 +184,39 @@ class Writer:
         if row.is_error:
             self.errors += 1
             self.error_reasons[str(row.error or "?")[:160]] += 1
-        self.cache_hits += sum(bool(turn.get("cached")) for turn in (payload.get("trace") or {}).get("agents") or ())
+        turns = (payload.get("trace") or {}).get("agents") or ()
+        self.cache_hits += sum(bool(turn.get("cached")) for turn in turns)
+        reasons = [turn["finish_reason"] for turn in turns if turn.get("finish_reason")]
+        self.answers += len(reasons)
+        self.cut_answers += reasons.count("length")
         self.start_line()
+        self.warn_once(row)
         if self.line is not None:
             self.line.update()
+
+    def warn_once(self, row: ResultRow | None = None) -> None:
+        """Say once what the user can fix: a prompt longer than the server's context (with both sizes),
+        and answers that keep stopping at max_tokens."""
+        if row is not None and row.is_error and OVERFLOW in str(row.error) and "overflow" not in self.said:
+            self.said.add("overflow")
+            self.say(f"apibank: warning: {row.error}")
+        if "cut" not in self.said and self.cut_answers > CUT_SHARE * self.answers and (
+                self.answers >= CUT_MIN_ANSWERS or row is None):
+            self.said.add("cut")
+            self.say(f"apibank: warning: {self.cut_answers} of {self.answers} model answers stopped at max_tokens "
+                     f"({run_config(self.config).max_tokens}): the model rambles, or the server applies no chat "
+                     "template for it (llama-cpp-python: --chat_format), and answers cut off seldom hold a call; "
+                     "summary.json counts them (answers_at_max_tokens)")
+
+    def say(self, text: str) -> None:
+        """A line of its own: above the progress line, or among pytest's output."""
+        if self.line is not None:
+            self.line.say(text)
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(text, yellow=True)
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logfinish(self) -> None:
@@ -179,6 +235,7 @@ class Writer:
         activity = model_activity(self.config.stash.get(MODEL, None))
         if "in_flight" in activity:
             parts.append(f"{activity['in_flight']} requests in flight"
+                         + (f" (limit {activity['limit']})" if "limit" in activity else "")
                          + (f", {activity['waiting']} waiting to retry" if "waiting" in activity else ""))
         parts.append(f"{activity.get('cache_hits', self.cache_hits)} cache hits")
         parts.append(f"{self.done / max(elapsed, 1e-9):.2f}/s")
@@ -205,12 +262,14 @@ class Writer:
         add_summary_to_json_report(json_report, self.summary)
 
     def pytest_sessionfinish(self) -> None:
+        self.warn_once()  # a run too short to warn on the way
         self.stop_line()  # before pytest's closing lines
         if self.files is not None and self.summary is None:
             cfg = run_config(self.config)
             wall_time = time.time() - self.started
             endpoint = self.config.pluginmanager.get_plugin("apibank-endpoint")
             endpoints = [endpoint.endpoint_counts()] if endpoint else []
+            answers = {"answers": self.answers, "at_max_tokens": self.cut_answers}
             if cfg.resume:  # a resumed run's time and requests include the parts before
                 try:
                     before = read_summary(self.files.out_dir) or {}
@@ -218,6 +277,8 @@ class Writer:
                     before = {}  # a summary cut by a kill: its time is lost, the results are not
                 wall_time += before.get("wall_time_s") or 0
                 endpoints.append(before.get("endpoints") or {})
+                earlier = before.get("answers_at_max_tokens") or {}
+                answers = {key: value + (earlier.get(key) or 0) for key, value in answers.items()}
             from apibank_bench.llm.router import merge_snapshots
 
             deselected = self.deselected()
@@ -227,7 +288,11 @@ class Writer:
             self.summary = self.files.finalize(cases, config=self.metadata(cfg), wall_time_s=wall_time,
                                                deselected=deselected,
                                                extra={"endpoints": merge_snapshots(endpoints), "selection": selection,
-                                                      "forced": self.record.get("forced", [])})
+                                                      "forced": self.record.get("forced", []),
+                                                      "answers_at_max_tokens": answers,
+                                                      "closed_connections": endpoint.closed_connections()
+                                                      if endpoint else {},
+                                                      **({"stopped": self.stopped} if self.stopped else {})})
 
     def metadata(self, cfg) -> dict:
         from apibank_bench.runs.provenance import provenance
@@ -257,9 +322,12 @@ def model_activity(client) -> dict:
     if client is None:
         return {}
     activity = {}
-    limiter = getattr(client, "limiter", None)
-    if limiter is not None:
-        activity["in_flight"] = limiter.active
+    limiters = [getattr(one, "limiter", None) for one in getattr(client, "clients", [client])]  # a model per role
+    if limiters and None not in limiters:
+        activity["in_flight"] = sum(limiter.active for limiter in limiters)
+        limits = [getattr(limiter, "limit", None) for limiter in limiters]
+        if all(isinstance(limit, int) for limit in limits):  # learned from the endpoints (llm/limit.py)
+            activity["limit"] = sum(limits)
     if isinstance(getattr(client, "waiting", None), int):  # the model layer's count of requests between retries
         activity["waiting"] = client.waiting
     stats = client.stats.snapshot() if hasattr(client, "stats") else {}
@@ -282,6 +350,9 @@ def closing_lines(cfg, summary: dict, error_reasons: Counter | None = None, widt
     """The closing table: a rule with the run's name, the table, what is incomplete, and where the results are."""
     model = summary["config"].get("model", {}).get("model", "?")
     label = "gold calls (harness self-check, no model)" if cfg.is_gold else f"{cfg.topology} / {model}"
+    protocol = protocol_words(cfg.to_dict())
+    if protocol:
+        label = f"{cfg.topology} ({protocol}) / {model}"
     lines = [f" API-Bank: {label} ".center(width, "="), *table_lines(summary)]
     for reason, count in (error_reasons or Counter()).most_common(3):
         lines.append(f"error x{count}: {reason}")
@@ -291,9 +362,20 @@ def closing_lines(cfg, summary: dict, error_reasons: Counter | None = None, widt
                        for name, value in selection.get("pytest", {}).items())
         lines.append(f"selection: {selection['deselected']} of the {selection['instances']} selected instances "
                      f"deselected by pytest ({by}); they are not counted as not run")
+    closed = summary.get("closed_connections") or {}
+    if closed.get("count"):
+        lines.append(f"the server closed {closed['count']} connections without an answer, with up to "
+                     f"{closed['most_in_flight']} requests in flight: it closes connections under load; "
+                     f"the in-flight limit that held: {closed['in_flight_limit']} "
+                     f"({flag('max_in_flight')} caps it)")
     for forced in summary.get("forced") or []:
         lines.append(f"FORCED ({forced['at']}): this folder's run continued with other settings: "
                      + "; ".join(forced["differences"]))
+    if summary.get("unreadable_lines"):
+        lines.append(f"UNREADABLE: {summary['unreadable_lines']} lines of {RESULTS} could not be read; their bytes are "
+                     f"kept in {RESULTS}{UNREADABLE}, their instances count as not run")
+    if summary.get("stopped"):
+        lines.append(f"STOPPED: {summary['stopped']}")
     if not summary.get("complete", True):
         lines.append(f"INCOMPLETE: {summary.get('errors', 0)} instances errored and {summary.get('not_run', 0)} did "
                      f"not run; `accuracy` counts them as not correct. Rerun with {flag('resume')} to finish.")

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apibank_bench.core import settings
-from apibank_bench.runs.results import RESULTS, read_rows, read_summary
+from apibank_bench.runs.results import RESULTS, UNREADABLE, read_rows, read_summary, unreadable_count
 from apibank_bench.runs.epochs import epoch_summary
-from apibank_bench.runs.stats import discordant, mcnemar_exact, min_detectable_difference, paired_bootstrap
+from apibank_bench.runs.pairing import first_epoch, pair_rows, paired_stats
 from apibank_bench.runs.row import ResultRow
-from apibank_bench.runs.summary import tokens_per_correct
+from apibank_bench.runs.summary import interval_text, tokens_per_correct
 
 #: What must agree between compared runs, by name, as paths into summary.json's `config`
 #: (the first path both runs recorded decides; a path only one run recorded is not a difference).
@@ -52,6 +52,7 @@ class Run:
     path: Path
     rows: list[ResultRow]
     summary: dict
+    unreadable: int = 0  #: lines of its results.jsonl that could not be read (in it, or set aside)
 
     @property
     def config(self) -> dict:
@@ -63,7 +64,7 @@ def load_run(path: Path, name: str | None = None) -> Run:
     if not (path / RESULTS).is_file():
         raise FileNotFoundError(f"{path} is not a results folder (no {RESULTS})")
     summary = read_summary(path) or {}
-    return Run(name or path.name, path, read_rows(path), summary)
+    return Run(name or path.name, path, read_rows(path), summary, unreadable_count(path))
 
 
 def _lookup(config: dict, dotted: str):
@@ -149,13 +150,11 @@ def pair(baseline: Run, run: Run) -> Pairing:
     ours, theirs = _selection(base_config), _selection(run_config)
     notes = [f"{name} {_text(theirs[name])} vs {_text(ours[name])}" for name in [*SELECTION, "pytest"]
              if name in ours and name in theirs and ours[name] != theirs[name]]
-    base, other = first_epoch(baseline.rows), first_epoch(run.rows)
-    shared = [task_id for task_id in base if task_id in other]
-    paired = [task_id for task_id in shared if not base[task_id].is_error and not other[task_id].is_error]
-    if len(shared) < max(len(base), len(other)) and not notes:
-        notes.append(f"{len(other)} vs {len(base)} instances")
-    errors = {"baseline": sum(base[i].is_error for i in shared), "run": sum(other[i].is_error for i in shared)}
-    return Pairing(refused, notes, shared, paired, errors)
+    matched = pair_rows(baseline.rows, run.rows)
+    if (len(matched.shared) < max(len(matched.base), len(matched.other)) and not notes
+            and not (baseline.unreadable or run.unreadable)):
+        notes.append(f"{len(matched.other)} vs {len(matched.base)} instances")
+    return Pairing(refused, notes, matched.shared, matched.paired, matched.errors_excluded)
 
 
 def _with_selection(run: Run) -> dict:
@@ -167,27 +166,6 @@ def significantly_worse(stats: dict, alpha: float) -> bool:
     """Whether paired statistics (`paired_stats`) show the run worse than the baseline at level `alpha`
     (exact two-sided McNemar test on the discordant instances)."""
     return stats["difference"] < 0 and stats["mcnemar_p"] < alpha
-
-
-def paired_stats(ids: list[str], base: dict[str, ResultRow], other: dict[str, ResultRow], seed: int) -> dict:
-    a = [base[i].is_correct for i in ids]
-    o = [other[i].is_correct for i in ids]
-    b, c = discordant(a, o)
-    n = len(ids)
-    acc_a = sum(a) / n if n else 0.0
-    acc_o = sum(o) / n if n else 0.0
-    low, high = paired_bootstrap(a, o, seed=seed)
-    return {"n": n, "accuracy_baseline": acc_a, "accuracy_run": acc_o, "difference": acc_o - acc_a,
-            "ci_95": [low, high], "mcnemar_p": mcnemar_exact(b, c),
-            "min_detectable_difference": min_detectable_difference(n, b + c),
-            "baseline_only_correct": b, "run_only_correct": c,
-            "won": [i for i, x, y in zip(ids, a, o) if y and not x],
-            "lost": [i for i, x, y in zip(ids, a, o) if x and not y]}
-
-
-def first_epoch(rows: list[ResultRow]) -> dict[str, ResultRow]:
-    """The rows that take part in a pairing, by instance: epoch 0's (every row of a run without epochs)."""
-    return {row.id: row for row in rows if row.key[1] == 0}
 
 
 def run_facts(run: Run) -> dict:
@@ -206,7 +184,7 @@ def run_facts(run: Run) -> dict:
 def compare_pair(baseline: Run, run: Run, seed: int = 0, pairing: Pairing | None = None) -> dict:
     """The paired statistics of `run` against `baseline`, on the instances `pair` pairs (epoch 0)."""
     pairing = pairing or pair(baseline, run)
-    base, other = first_epoch(baseline.rows), first_epoch(run.rows)
+    base, other = first_epoch(baseline.rows), first_epoch(run.rows)  # as runs.pairing.pair_rows matched them
     levels: dict[str, list[str]] = {}
     for i in pairing.paired:
         levels.setdefault(str(base[i].level), []).append(i)
@@ -230,6 +208,9 @@ def compare_runs(runs: list[Run], seed: int = 0, force: bool = False) -> dict:
     comparisons = [compare_pair(runs[0], run, seed, pairing) for run, pairing in pairings]
     problems += [f"{comp['run']} and {comp['baseline']} have no instance to pair" for comp in comparisons
                  if not comp["paired"]]
+    problems += [f"{run.name}: {run.unreadable} lines of {run.path / RESULTS} could not be read (their bytes are in "
+                 f"{RESULTS}{UNREADABLE} once a run sets them aside): their instances are missing, not another "
+                 "selection" for run in runs if run.unreadable]
     return {"baseline": runs[0].name, "seed": seed, "warnings": problems,
             "runs": [run_facts(run) for run in runs],
             "comparisons": comparisons}
@@ -274,8 +255,16 @@ def format_table(result: dict) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def format_mdd(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
+#: What the MDD column says, printed under each table that has it.
+MDD_NOTE = ("MDD 80%: the smallest difference the exact McNemar test detects with 80 % power on these paired "
+            "instances at their observed discordance; none: no difference is detectable at 80 % power "
+            "(too few discordant pairs)")
+
+
+def format_mdd(row: dict) -> str:
+    """A paired row's minimum detectable difference; `none` when no difference is detectable at 80 % power."""
+    value = row["min_detectable_difference"]
+    return "none" if value is None else f"{value:.1%}"
 
 
 def paired_lines(comp: dict) -> list[str]:
@@ -286,7 +275,8 @@ def paired_lines(comp: dict) -> list[str]:
         low, high = row["ci_95"]
         lines.append(f"{level:<8}{row['n']:>5}{row['accuracy_baseline']:>10.1%}{row['accuracy_run']:>8.1%}"
                      f"{row['difference']:>+8.1%}  [{low:+.3f}, {high:+.3f}]   {format_p(row['mcnemar_p']):>10}"
-                     f"{len(row['won']):>5}{len(row['lost']):>5}{format_mdd(row['min_detectable_difference']):>9}")
+                     f"{len(row['won']):>5}{len(row['lost']):>5}{format_mdd(row):>9}")
+    lines.append(f"  {MDD_NOTE}")
     for word in ("won", "lost"):
         if comp["overall"][word]:
             lines.append(textwrap.fill(" ".join(comp["overall"][word]), 110, initial_indent=f"  {word}: ",
@@ -299,9 +289,9 @@ def run_line(facts: dict) -> str:
     per_correct = facts["tokens_per_correct"]
     parts = [f"{facts['name']}: {facts['instances']} instances"]
     if per_correct["tokens_per_correct"] is not None and per_correct["tokens"]:
-        low, high = per_correct["ci_95"]
-        parts.append(f"tokens per correct answer {per_correct['tokens_per_correct']:.0f} [{low:.0f}, {high:.0f}]")
-    roles = [f"{role} {part['tokens_per_correct']:.0f} [{part['ci_95'][0]:.0f}, {part['ci_95'][1]:.0f}]"
+        parts.append(f"tokens per correct answer {per_correct['tokens_per_correct']:.0f} "
+                     f"{interval_text(per_correct['ci_95'])}")
+    roles = [f"{role} {part['tokens_per_correct']:.0f} {interval_text(part['ci_95'])}"
              for role, part in (facts.get("tokens_per_correct_by_role") or {}).items()
              if part.get("tokens_per_correct") is not None and part.get("ci_95")]
     if len(roles) > 1:

@@ -51,6 +51,8 @@ class Verdict:
         won, lost, p = len(overall["won"]), len(overall["lost"]), overall["mcnemar_p"]
         facts = (f"{overall['difference']:+.1%} on {overall['n']} paired instances ({won} won, {lost} lost), "
                  f"exact McNemar p = {format_p(p)}, alpha {self.alpha:g}")
+        if overall["min_detectable_difference"] is None:  # a pass that could not have failed: say so
+            facts += "; no difference is detectable at 80 % power on these instances"
         if self.worse:
             return f"apibank gate: REGRESSION: significantly worse than the baseline: {facts}"
         if lost > won:
@@ -108,7 +110,9 @@ class Gate:
 
         try:
             self.baseline = load_run(Path(cfg.baseline), str(cfg.baseline))
-            check_baseline(self.baseline, {"run": cfg.to_dict(), "provenance": provenance(cfg)})
+            # The run's config as its summary will record it: `provenance` is the record, with the
+            # data hash one level down (config.provenance.data_hash), where the baseline has it.
+            check_baseline(self.baseline, {"run": cfg.to_dict(), **provenance(cfg)})
         except (FileNotFoundError, ValueError) as exc:
             raise pytest.UsageError(f"apibank: {flag('baseline')} {cfg.baseline}: refused: {exc}") from None
 
@@ -122,7 +126,14 @@ class Gate:
             self.problem = "apibank gate: nothing ran, nothing to judge"
             return
         out_dir = Path(run_config(self.config).results_dir)
-        self.verdict = judge(self.baseline, load_run(out_dir, "run"), run_config(self.config).gate_alpha)
+        try:
+            self.verdict = judge(self.baseline, load_run(out_dir, "run"), run_config(self.config).gate_alpha)
+        except (BaselineRefused, FileNotFoundError) as exc:  # a clean line and a usage error, never a traceback
+            self.problem = f"apibank gate: {flag('baseline')} {self.baseline.path}: refused: {exc}"
+            summary["gate"] = {"baseline": str(self.baseline.path), "refused": str(exc)}
+            write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1, ensure_ascii=False))
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
         summary["gate"] = self.verdict.to_dict()
         write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1, ensure_ascii=False))
         if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):

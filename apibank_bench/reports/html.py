@@ -16,10 +16,11 @@ from html import escape
 from pathlib import Path
 from urllib.parse import quote
 
-from apibank_bench.reports.compare import Run, compare_runs, first_epoch, format_p, load_run
+from apibank_bench.reports.compare import MDD_NOTE, Run, compare_runs, first_epoch, format_mdd, format_p, load_run
 from apibank_bench.runs.epochs import correct_epochs
 from apibank_bench.runs.results import SUMMARY, TRACES, trace_name
-from apibank_bench.runs.summary import gold_api_name, read_traces, summarize_rows
+from apibank_bench.runs.team import protocol_words
+from apibank_bench.runs.summary import counts_text, gold_api_name, interval_text, read_traces, summarize_rows
 from apibank_bench.reports.sweep_table import SEEDS_CSV, SWEEP_CSV
 from apibank_bench.scoring.stage import Stage
 
@@ -88,6 +89,14 @@ def _image(png: bytes | None, alt: str) -> str:
 
 
 def _label(run: Run) -> str:
+    """The run's setup in words: what answered (with a team protocol other than the topology's graph
+    named), and its epochs when it solved each instance several times."""
+    setup = run.config.get("run") or {}
+    epochs = setup.get("epochs") or 1
+    return " / ".join([_answered_by(run), *([f"{epochs} epochs"] if epochs > 1 else [])])
+
+
+def _answered_by(run: Run) -> str:
     config = run.config
     setup = config.get("run") or {}
     model = (config.get("model") or {}).get("model") or setup.get("model")
@@ -97,7 +106,14 @@ def _label(run: Run) -> str:
         return f"scored from {Path(str(config['source'])).name}"
     topology = setup.get("topology")
     team = f"team of {setup['team_size']}" if topology not in (None, "single") and setup.get("team_size") else None
-    return " / ".join(str(part) for part in (topology, model, team, setup.get("message_format")) if part)
+    return " / ".join(str(part) for part in (topology, protocol_words(setup), model, team, setup.get("message_format"))
+                      if part)
+
+
+def _correct(part: dict) -> str:
+    """Correct answers, of how many attempts when the instances were solved in several epochs."""
+    attempts = part.get("attempts", part["total"])
+    return str(part["correct"]) if attempts == part["total"] else f"{part['correct']} of {attempts} attempts"
 
 
 def _flags(part: dict) -> tuple[str, str | None]:
@@ -105,17 +121,18 @@ def _flags(part: dict) -> tuple[str, str | None]:
 
 
 def _per_correct(part: dict) -> str:
-    """Tokens per correct answer with its bootstrap interval ("—" when nothing was right or usage is unknown)."""
+    """Tokens per correct answer with its bootstrap interval ("—" when nothing was right or usage is unknown;
+    an unbounded upper end is ∞)."""
     if part.get("tokens_per_correct") is None or not part.get("tokens"):
         return "—"
-    low, high = part["ci_95"]
-    return f"{part['tokens_per_correct']:.0f} [{low:.0f}, {high:.0f}]"
+    return f"{part['tokens_per_correct']:.0f} {interval_text(part['ci_95'])}"
 
 
 def runs_table(runs: list[Run], summaries: list[dict]) -> str:
-    header = ["run", "setup", "n", "correct", "errors", "accuracy", "95% Wilson", "acc. completed",
+    header = ["run", "setup", "n (instances)", "correct", "errors", "accuracy", "95% Wilson (eff. n with epochs)",
+              "acc. completed",
               "tokens / inst.", "tokens / correct [95%]", "usage missing", "wall time (s)", "flags"]
-    rows = [[run.name, _label(run), s["total"], s["correct"], s["errors"], _fmt(s["accuracy"]), _interval(s),
+    rows = [[run.name, _label(run), s["total"], _correct(s), s["errors"], _fmt(s["accuracy"]), _interval(s),
              _fmt(s["accuracy_completed"]), _fmt(s["tokens_per_instance"]["total_per_instance"], ".0f"),
              _per_correct(s["tokens_per_correct"]),
              s["tokens_per_instance"]["instances_missing_usage"], _fmt(run.summary.get("wall_time_s"), ".1f"),
@@ -162,7 +179,7 @@ def team_table(runs: list[Run], summaries: list[dict]) -> str:
 
 def levels_table(runs: list[Run], summaries: list[dict]) -> str:
     header = ["run", "level", "n", "correct", "errors", "accuracy", "95% Wilson", "acc. completed", "flags"]
-    rows = [[run.name, level, p["total"], p["correct"], p["errors"], _fmt(p["accuracy"]), _interval(p),
+    rows = [[run.name, level, p["total"], _correct(p), p["errors"], _fmt(p["accuracy"]), _interval(p),
              _fmt(p["accuracy_completed"]), _flags(p)]
             for run, s in zip(runs, summaries) for level, p in s["by_level"].items()]
     return _table(header, rows, name_columns=2)
@@ -175,7 +192,7 @@ def failures_table(runs: list[Run], summaries: list[dict]) -> str:
 
 def api_table(runs: list[Run], summaries: list[dict]) -> str:
     apis = sorted({api for s in summaries for api in s["by_api"]})
-    rows = [[api, *(f"{s['by_api'][api]['correct']}/{s['by_api'][api]['total']}" if api in s["by_api"] else "—"
+    rows = [[api, *(counts_text(s["by_api"][api]) if api in s["by_api"] else "—"
                     for s in summaries)] for api in apis]
     return _table(["gold API", *(run.name for run in runs)], rows)
 
@@ -202,11 +219,11 @@ def comparisons_table(result: dict) -> str:
             low, high = row["ci_95"]
             rows.append([comp["run"], level, row["n"], _fmt(row["accuracy_baseline"]), _fmt(row["accuracy_run"]),
                          f"{row['difference']:+.1%}", f"[{low:+.3f}, {high:+.3f}]", format_p(row["mcnemar_p"]),
-                         len(row["won"]), len(row["lost"]), _fmt(row["min_detectable_difference"])])
+                         len(row["won"]), len(row["lost"]), format_mdd(row)])
     header = ["run", "level", "paired n", f"baseline ({result['baseline']})", "run", "difference",
               "95% CI (paired bootstrap)", "McNemar p (exact)", "won", "lost",
               "min. detectable difference (80% power)"]
-    return warnings + _table(header, rows, 2)
+    return warnings + _table(header, rows, 2) + f"<p>{escape(MDD_NOTE)}</p>"
 
 
 def instance_pages(runs: list[Run], out: Path, trace_dirs: list[str]) -> dict[tuple[int, str], str]:
@@ -285,7 +302,41 @@ def copy_traces(runs: list[Run], out: Path) -> list[str]:
     return folders
 
 
-def build_report(paths: list, out: Path, seed: int = 0) -> Path:
+def frontier_section(runs: list[Run], seed: int, prices) -> str:
+    """The accuracy–cost frontier: the plot (the frontier a step line), the table and the neighbours' comparisons."""
+    from apibank_bench.reports import frontier
+
+    result = frontier.frontier(runs, prices, seed)
+    table = result["price_table"]
+    intro = (f"<p>Cost: {escape(result['unit'])} per instance"
+             + (f" (prices of {escape(table['date'] or 'the command line')})" if table else "")
+             + f". Off the frontier, a configuration is <em>dominated</em> when a frontier configuration is "
+               f"significantly more accurate (paired, exact McNemar at alpha {result['alpha']:g}, as the gate "
+               "decides) or significantly cheaper (paired bootstrap) on the instances they share; else it is "
+               "<em>not distinguishable from the frontier</em>.</p>")
+    neighbours = frontier.neighbour_lines(result)
+    listed = ("<p>Neighbours on the frontier (paired, as <code>compare</code>):</p><ul>"
+              + "".join(f"<li>{escape(line)}</li>" for line in neighbours) + "</ul>") if neighbours else ""
+    return (intro + _image(frontier.plot(result), "accuracy-cost frontier")
+            + f'<div id="frontier">{_table(frontier.HEADER, frontier.rows(result), name_columns=2)}</div>' + listed)
+
+
+def recorded_prices(runs: list[Run]):
+    """The price table every run recorded (`--price`, `--price-file`), if they all recorded the same one."""
+    from apibank_bench.runs.cost import price_table
+
+    given = {json.dumps([(r.config.get("run") or {}).get(name) for name in ("price", "price_file")]) for r in runs}
+    if len(given) != 1:
+        return None
+    prices, price_file = json.loads(given.pop())
+    try:
+        return price_table(prices or (), price_file)
+    except ValueError:
+        return None
+
+
+def build_report(paths: list, out: Path, seed: int = 0, prices=None) -> Path:
+    """The report's index.html; `prices` (a runs.cost.PriceTable) makes the frontier's cost money, else tokens."""
     from apibank_bench.reports import plots
 
     runs = find_runs(paths)
@@ -308,6 +359,7 @@ def build_report(paths: list, out: Path, seed: int = 0) -> Path:
     if any(s.get("team") for s in summaries):
         sections.append(("Every agent scored: team, oracle and aggregation", team_table(runs, summaries)))
     if len(runs) > 1:
+        sections.append(("Accuracy–cost frontier", frontier_section(runs, seed, prices or recorded_prices(runs))))
         sections.append((f"Paired comparisons with {runs[0].name} (seed {seed})",
                          comparisons_table(compare_runs(runs, seed, force=True))))
     pages = instance_pages(runs, out, copy_traces(runs, out))

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-from apibank_bench.runs.results import RESULTS, TRACES, read_rows, trace_name
+from apibank_bench.runs.results import RESULTS, TRACES, read_rows, read_summary, trace_name
 from apibank_bench.runs.row import ResultRow
+from apibank_bench.runs.team import protocol_words
 from apibank_bench.scoring.stage import Stage
 
 PROMPT_CHARS = 400  #: how much of the end of each agent's prompt is shown (the task and the team's words)
@@ -99,6 +100,8 @@ def _turn_head(number: int, turn: dict) -> str:
              "tokens", f"{turn.get('latency_s') or 0:.2f} s"]
     if turn.get("cached"):
         facts.append("from the cache")
+    if turn.get("model"):  # the model that answered (a model per role: --model-role)
+        facts.append(f"model {turn['model']}")
     return f"turn {number}: {turn.get('role', '?')} #{turn.get('index', 0)} ({', '.join(facts)})"
 
 
@@ -148,6 +151,9 @@ def sections(instance: Instance, prompt_chars: int = PROMPT_CHARS, root=None) ->
     row, trace = instance.row, instance.trace
     verdict = "correct" if row.is_correct else (Stage.ERROR if row.is_error else "wrong")  # an error row: its stage
     head = [f"level {row.level} · {verdict} · stage {row.stage} · from {instance.folder}"]
+    protocol = protocol_words(_setup(instance.folder))
+    if protocol:
+        head.append(f"· {protocol}")  # the turns below are replicas, not the topology's roles talking
     result = [f"scored call: {row.predicted_call or 'none'}", f"gold call:   {row.gold_call}",
               f"stage:       {row.stage}" + (" (correct)" if row.is_correct else "")]
     if row.error:
@@ -164,6 +170,15 @@ def sections(instance: Instance, prompt_chars: int = PROMPT_CHARS, root=None) ->
         blocks.append(("the team's decision", decision))
     blocks.append(("result", result))
     return blocks
+
+
+def _setup(folder: Path) -> dict:
+    """The run's recorded settings (summary.json's `config.run`; {} when there is none to read)."""
+    try:
+        summary = read_summary(folder) or {}
+    except (OSError, ValueError):
+        return {}
+    return (summary.get("config") or {}).get("run") or {}
 
 
 def to_text(blocks: list[tuple[str, list[str]]]) -> str:

@@ -9,14 +9,20 @@ from pathlib import Path
 from typing import Mapping
 
 from apibank_bench.core.files import write_atomic
-from apibank_bench.runs.sweep import Cell, status
+from apibank_bench.runs.sweep import Cell, axis_label, status
 
 SWEEP_CSV, SWEEP_MD, SEEDS_CSV = "sweep.csv", "sweep.md", "sweep_seeds.csv"
 
 LEVEL_COLUMNS = ["status", "n", "correct", "errors", "accuracy", "wilson_low", "wilson_high"]
 CELL_COLUMNS = ["tokens", "tokens_per_instance", "instances_missing_usage", "wall_time_s"]
-#: A cell of several epochs: its spread across the epochs' seeds (runs.epochs).
-EPOCH_COLUMNS = ["epochs", "epoch_accuracies", "sd_over_epochs", "flip_rate"]
+#: A cell of several epochs: its attempts ((instance, epoch) rows; `n` counts instances) and its spread
+#: across the epochs' seeds (runs.epochs). `epochs` is left out when it is an axis (it is then already a column).
+EPOCH_COLUMNS = ["epochs", "attempts", "epoch_accuracies", "sd_over_epochs", "flip_rate"]
+
+
+def shown_values(cell: Cell) -> dict[str, str]:
+    """A cell's axis values as its tables show them (a role's model without its endpoint)."""
+    return {name: axis_label(name, value) for name, value in cell.values.items()}
 
 
 def levels_of(cells: list[Cell]) -> list[str]:
@@ -30,7 +36,7 @@ def _part(part: dict) -> dict:
     repeats = part.get("epochs")
     if repeats:
         sd = repeats["sd_over_epochs"]
-        values.update(epochs=repeats["epochs"], flip_rate=round(repeats["flip_rate"], 4),
+        values.update(epochs=repeats["epochs"], attempts=part["attempts"], flip_rate=round(repeats["flip_rate"], 4),
                       sd_over_epochs=None if sd is None else round(sd, 4),
                       epoch_accuracies=" ".join(f"{a:.4f}" for a in repeats["accuracy_by_epoch"].values()))
     return values
@@ -40,7 +46,7 @@ def cell_rows(cells: list[Cell]) -> list[dict]:
     """The long table: per cell an `overall` row (with the cell's tokens and wall time) and one per level."""
     rows = []
     for cell in cells:
-        base = {"folder": cell.path.name, **cell.values}
+        base = {"folder": cell.path.name, **shown_values(cell)}  # an `epochs` axis value is replaced by the count run
         summary = cell.summary
         if summary is None:
             rows.append({**base, "level": "overall", "status": status(cell)})
@@ -97,7 +103,9 @@ def _markdown(header: list[str], rows: list[list[str]]) -> str:
 
 
 def _accuracy_text(part: dict) -> str:
-    text = f"{part['accuracy']:.1%} [{part['wilson_low']:.3f}, {part['wilson_high']:.3f}] {part['correct']}/{part['n']}"
+    counts = f"{part['correct']}/{part['n']}" if part.get("attempts") in (None, "", part["n"]) \
+        else f"{part['correct']}/{part['attempts']} attempts of {part['n']} instances"
+    text = f"{part['accuracy']:.1%} [{part['wilson_low']:.3f}, {part['wilson_high']:.3f}] {counts}"
     return text + (f", {part['errors']} err" if part["errors"] else "")
 
 
@@ -107,7 +115,7 @@ def cells_markdown(axes: Mapping[str, list[str]], cells: list[Cell], rows: list[
     by_cell: dict[str, dict[str, dict]] = {}
     for row in rows:
         by_cell.setdefault(row["folder"], {})[row["level"]] = row
-    repeats = any(row.get("epochs") for row in rows)
+    repeats = any(_repeated(row) for row in rows)
     header = [*axes, "status", "accuracy [95% Wilson] correct/n", *(f"level {level}" for level in levels),
               "tokens/instance", "wall time", *(["spread over epochs"] if repeats else [])]
     lines = []
@@ -115,20 +123,25 @@ def cells_markdown(axes: Mapping[str, list[str]], cells: list[Cell], rows: list[
         parts = by_cell[cell.path.name]
         overall = parts["overall"]
         if cell.summary is None:
-            lines.append([*cell.values.values(), overall["status"], *["—"] * (len(header) - len(axes) - 1)])
+            lines.append([*shown_values(cell).values(), overall["status"], *["—"] * (len(header) - len(axes) - 1)])
             continue
         per_instance = overall.get("tokens_per_instance")
         wall = overall.get("wall_time_s")
-        lines.append([*cell.values.values(), overall["status"], _accuracy_text(overall),
+        lines.append([*shown_values(cell).values(), overall["status"], _accuracy_text(overall),
                       *(_accuracy_text(parts[level]) if level in parts else "—" for level in levels),
                       "—" if per_instance is None else f"{per_instance:.0f}",
                       "—" if wall is None else f"{wall:.1f} s", *([_spread(overall)] if repeats else [])])
     return _markdown(header, lines)
 
 
+def _repeated(row: dict) -> bool:
+    """Whether a table row holds a cell's epoch statistics (an `epochs` axis value alone is not them)."""
+    return "flip_rate" in row
+
+
 def _spread(row: dict) -> str:
     """A cell's spread across its epochs: the sd of the epochs' accuracies and the flip rate."""
-    if not row.get("epochs"):
+    if not _repeated(row):
         return "—"
     sd = "—" if row["sd_over_epochs"] is None else f"{100 * row['sd_over_epochs']:.1f}"
     return f"sd {sd} points over {row['epochs']} epochs, flip rate {row['flip_rate']:.1%}"
@@ -153,12 +166,26 @@ def seeds_markdown(axes: Mapping[str, list[str]], rows: list[dict]) -> str:
     return _markdown(header, [[*key, *(text(parts.get(level)) for level in levels)] for key, parts in groups.items()])
 
 
-def write_tables(out: Path, axes: Mapping[str, list[str]], cells: list[Cell]) -> str:
-    """sweep.csv, sweep.md (and sweep_seeds.csv when seed is an axis); returns the Markdown."""
+def frontier_markdown(cells: list[Cell], prices=None) -> str:
+    """The accuracy–cost frontier over the cells that have results (reports/frontier.py), or "" under two."""
+    from apibank_bench.reports import frontier
+    from apibank_bench.reports.compare import load_run
+    from apibank_bench.runs.results import RESULTS
+
+    ran = [cell for cell in cells if cell.summary and (cell.path / RESULTS).is_file()]
+    if len(ran) < 2:
+        return ""
+    runs = [load_run(cell.path, cell.label) for cell in ran]
+    return f"\n## Accuracy–cost frontier\n\n{frontier.markdown(frontier.frontier(runs, prices))}\n"
+
+
+def write_tables(out: Path, axes: Mapping[str, list[str]], cells: list[Cell], prices=None) -> str:
+    """sweep.csv, sweep.md (and sweep_seeds.csv when seed is an axis); returns the Markdown. With two cells
+    or more that have results, sweep.md marks the accuracy–cost frontier (`prices`: a runs.cost.PriceTable)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rows = cell_rows(cells)
-    extra = EPOCH_COLUMNS if any(row.get("epochs") for row in rows) else []
+    extra = [name for name in EPOCH_COLUMNS if name not in axes] if any(_repeated(row) for row in rows) else []
     write_atomic(out / SWEEP_CSV, to_csv(rows, ["folder", *axes, "level", *LEVEL_COLUMNS, *CELL_COLUMNS, *extra]))
     markdown = f"## Sweep: {len(cells)} cells\n\n{cells_markdown(axes, cells, rows)}\n"
     if "seed" in axes:
@@ -167,5 +194,6 @@ def write_tables(out: Path, axes: Mapping[str, list[str]], cells: list[Cell]) ->
         write_atomic(out / SEEDS_CSV, to_csv(seeds, [*others, "level", "seeds", "all_complete", "mean_accuracy",
                                                      "sd_accuracy", "min_accuracy", "max_accuracy", "accuracies"]))
         markdown += f"\n## Accuracy over seeds {', '.join(axes['seed'])}\n\n{seeds_markdown(axes, seeds)}\n"
+    markdown += frontier_markdown(cells, prices)
     write_atomic(out / SWEEP_MD, markdown)
     return markdown

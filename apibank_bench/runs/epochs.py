@@ -12,6 +12,9 @@ epochs are not independent draws), the unbiased pass@k for every k <= K, majorit
 (the share of instances right in more than half of their epochs), each instance's number of
 correct epochs and `flip_rate` (the share of instances right in some epochs and wrong in others).
 Error rows count as attempts that are not correct, as everywhere in the summary.
+
+The headline of such a run (runs.summary.accuracy) counts instances, not rows: n is the number of
+instances, and its interval is Wilson's on the effective number of instances.
 """
 
 from __future__ import annotations

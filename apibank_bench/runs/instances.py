@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 
 from apibank_bench.agents import Solution, Solver
 from apibank_bench.agents.chat_agent import solving_epoch
-from apibank_bench.llm.stop import instance_scope
+from apibank_bench.llm.stop import InstanceStop, instance_scope
 from apibank_bench.core.redact import redact
 from apibank_bench.core.settings import flag
 from apibank_bench.runs.epochs import split_case
@@ -82,12 +82,13 @@ class Solved:
     epoch: int = 0
 
 
-def solve(task: Task, solver: Solver, epoch: int = 0) -> Solved:
-    """Solve `task` for `epoch` (its seeds moved by the epoch's offset)."""
+def solve(task: Task, solver: Solver, epoch: int = 0, stop: InstanceStop | None = None) -> Solved:
+    """Solve `task` for `epoch` (its seeds moved by the epoch's offset); `stop`: the instance's stop (the pool
+    reads from it how long the instance was held in the client)."""
     started = time.perf_counter()
     endpoint_failure = False
     try:
-        with solving_epoch(epoch), instance_scope() as stop:  # a request failed for good stops the others
+        with solving_epoch(epoch), instance_scope(stop) as stop:  # a request failed for good stops the others
             solution = solver(task)
         errors = _turn_errors(solution)
         if stop.cause and errors:
@@ -174,6 +175,7 @@ class InstancePool:
         self._scoring = ThreadPoolExecutor(max_workers=1, thread_name_prefix="apibank-scoring")
         self._futures: dict[str, Future] = {}
         self._started: dict[str, float] = {}
+        self._stops: dict[str, InstanceStop] = {}  #: each started instance's stop (its time held in the client)
         self._lock = threading.Lock()
         self.stopped: str | None = None  #: why the pool stopped, once it has
 
@@ -199,15 +201,17 @@ class InstancePool:
     def _run(self, case: str, future: Future) -> None:
         if not future.set_running_or_notify_cancel():
             return  # cancelled before it started
+        stop = InstanceStop()
         with self._lock:
             self._started[case] = time.monotonic()
+            self._stops[case] = stop
         task_id, epoch = split_case(case)
         try:
             task = self._load(task_id)
         except Exception as exc:  # noqa: BLE001 - unreadable data fails this instance with the reason
             future.set_exception(RunStopped(f"cannot load task {task_id}: {type(exc).__name__}: {exc}"))
             return
-        solved = solve(task, self._solver, epoch)
+        solved = solve(task, self._solver, epoch, stop)
         self._scoring.submit(self._finish, solved, future)
 
     def _finish(self, solved: Solved, future: Future) -> None:
@@ -231,10 +235,14 @@ class InstancePool:
                     continue
                 except CancelledError:
                     raise RunStopped(self.stopped or "the run was stopped") from None
-            remaining = None if self.time_limit is None else self.time_limit - (time.monotonic() - started)
+            # The time limit counts the instance's own time, not its requests' waits for a slot in the client.
+            remaining = None if self.time_limit is None else \
+                self.time_limit - (time.monotonic() - started - self._stops[task_id].held_s())
             try:
                 return future.result(timeout=remaining if remaining is None else max(remaining, 0))
             except TimeoutError:
+                if self.time_limit - (time.monotonic() - started - self._stops[task_id].held_s()) > 0:
+                    continue  # it was held meanwhile: its time is not up yet
                 # The thread cannot be killed; it finishes in the background and its answer is discarded.
                 plain_id, epoch = split_case(task_id)
                 return error_result(self._load(plain_id), f"time limit: no result within {self.time_limit:g} s "

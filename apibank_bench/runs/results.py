@@ -103,16 +103,20 @@ class RunFiles:
         self.out_dir = Path(out_dir)
         self._lock = threading.Lock()
         if not resume:
-            for name in (RESULTS, PREDICTIONS, SUMMARY, RECORD):
+            for name in (RESULTS, PREDICTIONS, SUMMARY, RECORD, RESULTS + UNREADABLE, PREDICTIONS + UNREADABLE):
                 (self.out_dir / name).unlink(missing_ok=True)
             traces = self.out_dir / TRACES
             if traces.is_dir():
                 for path in traces.glob("*.json"):
                     path.unlink()
-        else:
-            for name in (RESULTS, PREDICTIONS):  # lines appended next must not join a torn one
-                drop_torn_tail(self.out_dir / name)
+        self.set_aside: list[str] = []  #: unreadable lines moved to `<file>.unreadable`: "results.jsonl line 7"
+        if resume:  # lines appended next must not join a torn one, and no unreadable line may vanish
+            self._set_aside()
         (self.out_dir / TRACES).mkdir(parents=True, exist_ok=True)
+
+    def _set_aside(self) -> None:
+        for name in (RESULTS, PREDICTIONS):
+            self.set_aside += [f"{name} line {number}" for number in set_aside_unreadable(self.out_dir / name)]
 
     def append(self, prediction: dict, row: ResultRow, trace: dict | None = None) -> None:
         with self._lock:
@@ -132,6 +136,7 @@ class RunFiles:
         `deselected`: cases of `order` that pytest was told not to run (they are not "not run");
         `extra`: more fields for summary.json."""
         with self._lock:
+            self._set_aside()  # before the files are rewritten in order: their unreadable lines are kept
             keys = [split_case(case) for case in order]
             for name in (PREDICTIONS, RESULTS):
                 put_in_order(self.out_dir / name, keys)
@@ -142,6 +147,7 @@ class RunFiles:
             not_run = sum(1 for key in keys if key not in have and key not in left_out)
             summary = summarize(rows, config, wall_time_s, selected=len(keys), trace_dir=self.out_dir / TRACES,
                                 not_run=not_run)
+            summary["unreadable_lines"] = unreadable_count(self.out_dir)
             summary.update(extra or {})
             write_atomic(self.out_dir / SUMMARY, json.dumps(summary, indent=1, ensure_ascii=False))
             return summary
@@ -163,7 +169,8 @@ def finished_keys(out_dir: Path) -> set[tuple[str, int]]:
 
 
 def read_rows(out_dir: Path) -> list[ResultRow]:
-    """A results folder's rows (none where it has no results.jsonl; a torn line is ignored)."""
+    """A results folder's rows (none where it has no results.jsonl; an unreadable line is not a row:
+    see `unreadable_lines`)."""
     return [ResultRow.from_json(line) for line in read_jsonl(Path(out_dir) / RESULTS)]
 
 
@@ -174,41 +181,61 @@ def read_summary(out_dir: Path) -> dict | None:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    """Lines of a JSONL file; a torn line (a killed writer) is ignored."""
+    """Lines of a JSONL file. An unreadable line (a killed writer's fragment, a corrupted line) is not
+    read: `unreadable_lines` names it, and a writer sets it aside (`set_aside_unreadable`), never drops it."""
     if not Path(path).is_file():
         return []
     lines = []
     with open(path, "rb") as handle:
         for raw in handle:
             try:  # a writer killed mid-character leaves bytes that are not UTF-8
-                lines.append(json.loads(raw.decode("utf-8", "replace")))
-            except json.JSONDecodeError:
+                lines.append(json.loads(raw.decode("utf-8")))
+            except (UnicodeDecodeError, json.JSONDecodeError):
                 continue
     return lines
 
 
-def drop_torn_tail(path: Path) -> None:
-    """Cut a JSONL file after its last complete line that is valid JSON.
+UNREADABLE = ".unreadable"  #: `results.jsonl.unreadable`: the bytes of lines that could not be read
 
-    A writer killed mid-line leaves a fragment without its newline; a line
-    appended after it would be glued to it and lost with it.
-    """
+
+def unreadable_lines(path: Path) -> list[int]:
+    """The numbers (from 1) of a JSONL file's lines that are not JSON (a half-written or corrupted line)."""
     path = Path(path)
     if not path.is_file():
-        return
+        return []
+    return [number for number, line in enumerate(path.read_bytes().splitlines(keepends=True), 1)
+            if line.strip() and not _is_json(line)]
+
+
+def unreadable_count(out_dir: Path, name: str = RESULTS) -> int:
+    """Lines of a folder's file that could not be read: set aside before, or still in it."""
+    aside = Path(out_dir) / (name + UNREADABLE)
+    kept = len(aside.read_bytes().splitlines()) if aside.is_file() else 0
+    return kept + len(unreadable_lines(Path(out_dir) / name))
+
+
+def set_aside_unreadable(path: Path) -> list[int]:
+    """Move a JSONL file's unreadable lines, byte for byte, to `<path>.unreadable` (appended, one per line;
+    never deleted), and end the file with a newline so a line appended next joins no fragment.
+
+    Returns the numbers of the lines moved. A writer killed mid-line leaves such a fragment at the end."""
+    path = Path(path)
+    if not path.is_file():
+        return []
     data = path.read_bytes()
-    keep = len(data)
-    while keep:
-        start = data.rfind(b"\n", 0, keep - 1) + 1  # start of the last line in data[:keep]
-        line = data[start:keep]
-        if line.endswith(b"\n") and _is_json(line):
-            break
-        keep = start
-    if keep < len(data):
-        with open(path, "r+b") as handle:
-            handle.truncate(keep)
+    lines = data.splitlines(keepends=True)
+    bad = [number for number, line in enumerate(lines, 1) if line.strip() and not _is_json(line)]
+    if not bad and (not data or data.endswith(b"\n")):
+        return []
+    if bad:
+        with open(path.with_name(path.name + UNREADABLE), "ab") as handle:
+            handle.write(b"".join(lines[number - 1].rstrip(b"\r\n") + b"\n" for number in bad))
             handle.flush()
             os.fsync(handle.fileno())
+    moved = set(bad)
+    write_atomic(path, b"".join(line if line.endswith(b"\n") else line + b"\n"
+                                for number, line in enumerate(lines, 1) if number not in moved))
+    return bad
 
 
 def _is_json(line: bytes) -> bool:
@@ -234,7 +261,16 @@ def summarize(rows: list[ResultRow], config: dict | None = None, wall_time_s: fl
     (default: all of them), less those deselected on purpose."""
     from apibank_bench.runs.summary import read_traces, summarize_rows
 
-    summary = summarize_rows(rows, read_traces(trace_dir))
+    traces = read_traces(trace_dir)
+    summary = summarize_rows(rows, traces)
+    if traces:
+        from apibank_bench.runs.cost import cost_summary, price_table
+
+        run = (config or {}).get("run") or {}
+        try:
+            summary["cost"] = cost_summary(traces, price_table(run.get("price") or (), run.get("price_file")))
+        except ValueError as exc:  # a price file gone bad since the run started: the rest of the summary stands
+            summary["cost"] = {"error": str(exc)}
     if selected is not None:
         summary["selected"] = selected
         summary["not_run"] = max(selected - len(rows), 0) if not_run is None else not_run

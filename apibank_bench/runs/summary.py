@@ -14,8 +14,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterable
 
+from apibank_bench.runs.cost import tokens_by_model
 from apibank_bench.runs.epochs import correct_epochs, epoch_summary
-from apibank_bench.runs.stats import ratio_bootstrap, wilson
+from apibank_bench.runs.stats import clustered_wilson, ratio_bootstrap
 from apibank_bench.runs.team import team_summary
 from apibank_bench.runs.row import ResultRow
 from apibank_bench.scoring.stage import Stage
@@ -31,18 +32,27 @@ def gold_api_name(gold_call: str | None) -> str:
 
 
 def accuracy(rows: list[ResultRow]) -> dict:
-    """n, correct, errors, accuracy over all and over completed rows, the Wilson 95 % interval, flags."""
-    n = len(rows)
+    """n (instances), correct, errors, accuracy over all and over completed rows, the 95 % interval, flags.
+
+    An instance is the unit: with several epochs it has several rows (`attempts`), which are not
+    independent draws, so `total` and the `small_n` flag count instances, and the interval is the
+    Wilson interval on the effective number of instances (runs.stats.clustered_wilson; with one
+    row per instance exactly the Wilson interval of correct of n). `correct`, `errors` and
+    `completed` count rows; `accuracy` is correct rows over rows (the mean over the epochs).
+    """
+    attempts = len(rows)
     correct = sum(1 for row in rows if row.is_correct)
     errors = sum(1 for row in rows if row.is_error)
-    completed = n - errors
+    completed = attempts - errors
+    clusters = correct_epochs(rows)
+    n = len(clusters)
     flags = []
     if n < SMALL_N:
         flags.append("small_n")
     if errors:
         flags.append("errors")
-    low, high = wilson(correct, n)
-    return {"total": n, "correct": correct, "accuracy": correct / n if n else 0.0,
+    low, high = clustered_wilson([c for c, _ in clusters.values()], [a for _, a in clusters.values()])
+    return {"total": n, "attempts": attempts, "correct": correct, "accuracy": correct / attempts if attempts else 0.0,
             "errors": errors, "completed": completed,
             "accuracy_completed": correct / completed if completed else None,
             "wilson_95": [low, high], "flags": flags}
@@ -201,6 +211,7 @@ def summarize_rows(rows: list[ResultRow], traces: Iterable[dict] = ()) -> dict:
         "tokens": {"prompt_tokens": tokens["prompt_tokens"], "completion_tokens": tokens["completion_tokens"]},
         "tokens_per_instance": tokens,
         "tokens_by_role": role_tokens(traces),
+        "tokens_by_model": tokens_by_model(traces),
         "tokens_per_correct": tokens_per_correct(rows),
         "tokens_per_correct_by_role": role_tokens_per_correct(traces),
         "cache": cache_use(traces),
@@ -216,16 +227,41 @@ def summarize_rows(rows: list[ResultRow], traces: Iterable[dict] = ()) -> dict:
     return summary
 
 
+def counts_text(part: dict) -> str:
+    """`correct/n`, or with several epochs `correct/attempts attempts of n instances`."""
+    attempts = part.get("attempts", part["total"])
+    if attempts == part["total"]:
+        return f"{part['correct']}/{part['total']}"
+    return f"{part['correct']}/{attempts} attempts of {part['total']} instances"
+
+
+def interval_text(interval: list | tuple | None, spec: str = ".0f") -> str:
+    """`[low, high]`, an upper bound that is None (unbounded) written as ∞."""
+    if interval is None:
+        return "-"
+    low, high = interval
+    return f"[{format(low, spec)}, {'∞' if high is None else format(high, spec)}]"
+
+
 def table_lines(summary: dict) -> list[str]:
-    """The terminal table of a summary: per level and overall, with intervals, errors and flags."""
-    lines = [f"{'level':<8}{'correct':>8}{'n':>5}{'errors':>7}{'accuracy':>10}  {'95% Wilson':<16}flags"]
+    """The terminal table of a summary: per level and overall, with intervals, errors and flags.
+
+    With several epochs `n` counts instances and `attempts` their (instance, epoch) rows; the
+    interval is then Wilson's on the effective number of instances (see `accuracy`)."""
+    repeats = summary.get("attempts", summary["total"]) != summary["total"]
+    interval = "95% Wilson (eff. n)" if repeats else "95% Wilson"
+    lines = [f"{'level':<8}{'correct':>8}" + (f"{'attempts':>9}" if repeats else "")
+             + f"{'n':>5}{'errors':>7}{'accuracy':>10}  {interval:<20}flags"]
     for level, part in [*summary["by_level"].items(), ("overall", summary)]:
         low, high = part["wilson_95"]
-        lines.append(f"{level:<8}{part['correct']:>8}{part['total']:>5}{part['errors']:>7}{part['accuracy']:>10.1%}"
-                     f"  [{low:.3f}, {high:.3f}]  {', '.join(part['flags'])}".rstrip())
+        lines.append(f"{level:<8}{part['correct']:>8}" + (f"{part.get('attempts', part['total']):>9}" if repeats else "")
+                     + f"{part['total']:>5}{part['errors']:>7}{part['accuracy']:>10.1%}"
+                     f"  {f'[{low:.3f}, {high:.3f}]':<20}{', '.join(part['flags'])}".rstrip())
+    if repeats:
+        lines.append("n counts instances, each solved in several epochs; accuracy is over the attempts")
     if summary["errors"]:
         completed = summary["accuracy_completed"]
-        lines.append(f"accuracy over the {summary['completed']} completed instances: "
+        lines.append(f"accuracy over the {summary['completed']} completed " + ("attempts: " if repeats else "instances: ")
                      + ("-" if completed is None else f"{completed:.1%}"))
     lines.append("failures by stage: " + ", ".join(f"{k} {v}" for k, v in summary["failures_by_stage"].items()))
     tokens = summary["tokens_per_instance"]
@@ -235,8 +271,9 @@ def table_lines(summary: dict) -> list[str]:
                         if tokens["instances_missing_usage"] else ""))
     per_correct = summary.get("tokens_per_correct") or {}
     if per_correct.get("tokens_per_correct") is not None and per_correct.get("tokens"):
-        low, high = per_correct["ci_95"]
-        lines.append(f"tokens per correct answer: {per_correct['tokens_per_correct']:.0f} [{low:.0f}, {high:.0f}]")
+        lines.append(f"tokens per correct answer: {per_correct['tokens_per_correct']:.0f} "
+                     f"{interval_text(per_correct['ci_95'])}")
+    lines += cost_lines(summary)
     lines += epoch_lines(summary)
     lines += team_lines(summary.get("team"))
     cache = summary.get("cache") or {}
@@ -246,17 +283,42 @@ def table_lines(summary: dict) -> list[str]:
     return lines
 
 
+def cost_lines(summary: dict) -> list[str]:
+    """Models per role (`--model-role`), tokens per model, and the money cost per correct answer (`--price`)."""
+    lines = []
+    model = (summary.get("config") or {}).get("model") or {}
+    if model.get("models_by_role"):
+        lines.append("models per role: " + ", ".join(f"{role} {name}" for role, name in model["models_by_role"].items()))
+    by_model = summary.get("tokens_by_model") or {}
+    if len(by_model) > 1 or model.get("models_by_role"):
+        lines.append("tokens per model: " + ", ".join(f"{name} {part['prompt_tokens'] + part['completion_tokens']}"
+                                                     f" ({part['turns']} turns)" for name, part in by_model.items()))
+        roles = summary.get("tokens_by_role") or {}
+        lines.append("tokens per role: " + ", ".join(f"{role} {part['prompt_tokens'] + part['completion_tokens']}"
+                                                    for role, part in roles.items()))
+    cost = summary.get("cost") or {}
+    table = cost.get("price_table")
+    if table:
+        shown = "-" if cost.get("per_correct") is None else f"{cost['per_correct']:.4g}"
+        lines.append(f"cost {cost['total']:.4g} (prices of {table['date'] or 'the command line'}); per correct answer "
+                     f"{shown} {interval_text(cost.get('ci_95'), '.4g')}")
+        if cost.get("models_without_price"):
+            lines.append(f"COST INCOMPLETE: no price for {', '.join(cost['models_without_price'])}; instances with "
+                         "their turns are left out of the cost")
+    return lines
+
+
 def epoch_lines(summary: dict) -> list[str]:
     """The repeats of a run of several epochs, per level and overall."""
     if "epochs" not in summary:
         return []
     ks = list(summary["epochs"]["pass_at_k"])
-    lines = [f"{'epochs':<8}{'mean acc':>9}  {'95% clustered':<16}" + "".join(f"{'pass@' + k:>8}" for k in ks)
-             + f"{'majority':>10}{'flip rate':>10}"]
+    lines = [f"{'level':<8}{'epochs':>7}{'mean acc':>9}  {'95% clustered':<16}"
+             + "".join(f"{'pass@' + k:>8}" for k in ks) + f"{'majority':>10}{'flip rate':>10}"]
     for level, part in [*((level, part["epochs"]) for level, part in summary["by_level"].items()),
                         ("overall", summary["epochs"])]:
         low, high = part["clustered_95"]
-        lines.append(f"{level:<8}{part['mean_accuracy']:>9.1%}  [{low:.3f}, {high:.3f}]  "
+        lines.append(f"{level:<8}{part['epochs']:>7}{part['mean_accuracy']:>9.1%}  [{low:.3f}, {high:.3f}]  "
                      + "".join(f"{part['pass_at_k'].get(k, 0):>8.1%}" for k in ks)
                      + f"{part['majority_accuracy']:>10.1%}{part['flip_rate']:>10.1%}")
     return lines

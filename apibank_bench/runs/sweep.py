@@ -50,6 +50,7 @@ from apibank_bench.runs.epochs import row_key, run_cases
 from apibank_bench.runs.jobs import ENDED, SUBMITTING, Ledger, claim_alive, this_process
 from apibank_bench.runs.folder import stored_settings
 from apibank_bench.runs.results import RESULTS, SUMMARY, read_summary
+from apibank_bench.runs.summary import counts_text
 
 LOG = "run.log"
 ENDPOINT_FAILED = 3  #: a cell's exit code when its endpoint command gave no endpoint (as `run`'s unreachable)
@@ -68,14 +69,41 @@ def can_be_axis(setting: settings.Setting) -> bool:
     return not (setting.many or setting.flag or setting.parse is settings.parse_json_object)
 
 
+#: The axis separator of a repeatable list setting (`--model-role`), whose values hold commas themselves.
+LIST_AXIS = ";"
+
+
+def axis_values(setting: settings.Setting, raw: Any) -> list[str] | None:
+    """The values of an axis in `raw` (None: not an axis): comma separated, or for a repeatable list
+    setting `;` separated (each alternative a list of its own: `final=B@URL;-`)."""
+    if setting.repeat:
+        text = " ".join(raw) if isinstance(raw, (list, tuple)) else str(raw)
+        return [value.strip() for value in text.split(LIST_AXIS)] if LIST_AXIS in text else None
+    if not can_be_axis(setting) or "," not in str(raw):
+        return None
+    return [value.strip() for value in str(raw).split(",")]
+
+
+def axis_label(name: str, value: str) -> str:
+    """An axis value as a cell's label and folder show it: a role's model without its endpoint (operational)."""
+    if not settings.BY_NAME[name].repeat or name != "model_role":
+        return value
+    try:
+        parts = [settings.model_role_parts(item) for item in settings.parse_model_roles(value)]
+    except ValueError:
+        return value  # resolving the cell names the bad value
+
+    return " ".join(f"{role}={model}" for role, model, _ in parts) or settings.NO_ROLE_MODELS
+
+
 def axes_of(given: Mapping[str, Any]) -> dict[str, list[str]]:
-    """{setting name: its values} for each given value with a comma, in the table's order."""
+    """{setting name: its values} for each given value with a comma (`;` for `--model-role`), in the table's order."""
     axes = {}
     for setting in settings.RUN_SETTINGS:
         raw = given.get(setting.name)
-        if raw is None or not can_be_axis(setting) or "," not in str(raw):
+        values = None if raw is None else axis_values(setting, raw)
+        if values is None:
             continue
-        values = [value.strip() for value in str(raw).split(",")]
         if "" in values:
             raise SweepError(f"--{setting.name.replace('_', '-')} {raw}: an empty value in the axis")
         if len(set(values)) < len(values):
@@ -110,11 +138,11 @@ class Cell:
 
     @property
     def label(self) -> str:
-        return ", ".join(f"{name}={value}" for name, value in self.values.items()) or "(no axes)"
+        return ", ".join(f"{name}={axis_label(name, value)}" for name, value in self.values.items()) or "(no axes)"
 
 
 def folder_name(values: Mapping[str, str]) -> str:
-    return _UNSAFE.sub("_", ",".join(f"{name}={value}" for name, value in values.items())) or "run"
+    return _UNSAFE.sub("_", ",".join(f"{name}={axis_label(name, value)}" for name, value in values.items())) or "run"
 
 
 def expand(given: Mapping[str, Any], out: Path) -> tuple[dict[str, list[str]], list[Cell]]:
@@ -149,6 +177,10 @@ def plan(cell: Cell) -> None:
         try:
             values = effective(cell.given)
             cell.cfg = settings.resolve(lambda s: values.get(s.name))
+            if not cell.cfg.is_gold:
+                from apibank_bench.agents.model_roles import check_assignments
+
+                check_assignments(cell.cfg)  # a role the cell's topology does not have
         except ValueError as exc:
             raise SweepError(f"cell {cell.label}: {exc}") from None  # the CLI's voice: `--team-size`
     summary = cell_summary(cell.path)
@@ -245,7 +277,7 @@ class CellJob:
 def cell_result(summary: dict | None) -> str:
     if summary is None:
         return "no results"
-    text = f"accuracy {summary['accuracy']:.1%} ({summary['correct']}/{summary['total']}), {summary['errors']} errors"
+    text = f"accuracy {summary['accuracy']:.1%} ({counts_text(summary)}), {summary['errors']} errors"
     return text + ("" if summary.get("complete") else ", INCOMPLETE")
 
 

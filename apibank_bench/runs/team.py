@@ -37,8 +37,11 @@ def scored_turns(turns: list[dict], score: Callable[[str | None], object]) -> li
         if answer not in verdicts:
             verdicts[answer] = score(answer)
         verdict = verdicts[answer]
-        scored.append({"role": turn.get("role"), "round": turn.get("round", 0), "index": turn.get("index", 0),
-                       "correct": bool(verdict.correct), "stage": Stage(verdict.stage).value})  # plain JSON
+        entry = {"role": turn.get("role"), "round": turn.get("round", 0), "index": turn.get("index", 0),
+                 "correct": bool(verdict.correct), "stage": Stage(verdict.stage).value}  # plain JSON
+        if turn.get("model"):  # the model that answered (a model per role: --model-role); old traces have none
+            entry["model"] = turn["model"]
+        scored.append(entry)
     return scored
 
 
@@ -85,11 +88,13 @@ def team_summary(rows: list[ResultRow]) -> dict | None:
     n = len(team)
     by_role: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     by_round: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    by_model: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     lost = fixed = oracle = correct = 0
     margins = []
     for row in team:
         for turn in row.agents_correct:
-            for table, key in ((by_role, str(turn["role"])), (by_round, str(turn["round"]))):
+            for table, key in ((by_role, str(turn["role"])), (by_round, str(turn["round"])),
+                               (by_model, str(turn.get("model") or "?"))):
                 table[key][0] += turn["correct"]
                 table[key][1] += 1
         finals = final_calls(row.agents_correct)
@@ -105,8 +110,22 @@ def team_summary(rows: list[ResultRow]) -> dict | None:
         "lost_by_aggregation": lost, "fixed_by_aggregation": fixed,
         "by_role": {role: _rate(*by_role[role]) for role in sorted(by_role)},
         "by_round": {key: _rate(*by_round[key]) for key in sorted(by_round, key=int)},
+        "by_model": {model: _rate(*by_model[model]) for model in sorted(by_model)},
     }
     if margins:
         summary["vote_margin"] = {"mean": sum(margins) / len(margins),
                                   "histogram": {str(m): margins.count(m) for m in sorted(set(margins))}}
     return summary
+
+
+def protocol_words(setup: dict) -> str | None:
+    """How a team was played when not by its topology's own graph (`--team-protocol replicas`), in
+    words for the closing table, the report's setup column, the instance pages and `show`; None
+    for a single agent, the gold self-check, or a topology that ran its own graph."""
+    protocol = setup.get("team_protocol") or "topology"
+    if protocol == "topology" or setup.get("topology") in (None, "single", "agents_sdk") or setup.get("model") == "gold":
+        return None
+    if protocol == "replicas":
+        return (f"replicas protocol: {setup.get('team_size', 'N')} lone answers of its final role, voted "
+                "(not the topology's graph)")
+    return f"team protocol {protocol}"

@@ -141,7 +141,7 @@ class MiniLM:
         head = self.dimension // self.heads
         scale = np.float32(1.0 / math.sqrt(head))
         for layer in self.layers:
-            def project(name, inputs):
+            def project(name, inputs, layer=layer):
                 weight, bias = layer[name]
                 return inputs @ weight + bias
 

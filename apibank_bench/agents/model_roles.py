@@ -1,0 +1,70 @@
+"""Which roles `--model-role ROLE=MODEL[@BASE_URL]` names, checked against the run's topology (the clients
+that answer them: team_models.py).
+
+ROLE is a role of the topology as traces and `show` name it (`manager`, `caller_worker`, `debater`, a
+stage), one agent of it as `ROLE#INDEX` (`debater#1`: the debater at place 1, in every round), or
+`final`, the role whose answer is scored. MODEL `embedded` is the embedded local model; a MODEL without
+`@BASE_URL` is asked at `--base-url`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from apibank_bench.core.settings import flag, model_role_parts
+from apibank_bench.agents.team_models import FINAL
+
+EMBEDDED = "embedded"  #: the MODEL of an assignment that names the embedded local model
+
+
+@dataclass(frozen=True)
+class Assignment:
+    role: str  #: as given: a role, `ROLE#INDEX`, or `final`
+    model: str  #: a model name, or `embedded`
+    base_url: str | None  #: None: `--base-url` (or the embedded server, for `embedded`)
+
+    @property
+    def role_name(self) -> str:
+        return self.role.partition("#")[0]
+
+    @property
+    def index(self) -> int | None:
+        _, sep, index = self.role.partition("#")
+        return int(index) if sep and index.isdigit() else None
+
+
+def assignments(cfg) -> list[Assignment]:
+    return [Assignment(*model_role_parts(item)) for item in cfg.model_role]
+
+
+def topology_roles(cfg) -> tuple[list[str], str]:
+    """The roles of the run's team (under its protocol) and its final role (whose answer is scored)."""
+    import dataclasses
+
+    from apibank_bench.agents.topologies import TOPOLOGIES, replica_role, roles
+
+    alias_of = TOPOLOGIES.entry(cfg.topology).extra.get("alias_of")
+    if alias_of:
+        cfg = dataclasses.replace(cfg, **alias_of)
+    names = roles(cfg)
+    return names, replica_role(cfg) or TOPOLOGIES.entry(cfg.topology).extra.get("final_role") or names[-1]
+
+
+def check_assignments(cfg) -> None:
+    """ValueError (a usage error) for a role the topology does not have, or a model with no endpoint."""
+    if not cfg.model_role:
+        return
+    names, final = topology_roles(cfg)
+    agents = 1 if cfg.topology in ("single", "agents_sdk") else cfg.team_size
+    for given in assignments(cfg):
+        index = given.index
+        known = given.role_name in (*names, FINAL) and ("#" not in given.role or (
+            given.role_name != FINAL and index is not None and index < agents))
+        if not known:
+            raise ValueError(
+                f"{flag('model_role')} {given.role}={given.model}: {cfg.topology} (team size {agents}, "
+                f"{cfg.team_protocol} protocol) has no role {given.role!r}; its roles: {', '.join(names)}, or "
+                f"{FINAL} (= {final}); one agent of a role as ROLE#INDEX, INDEX 0 to {agents - 1}")
+        if given.model != EMBEDDED and given.base_url is None and not cfg.base_url:
+            raise ValueError(f"{flag('model_role')} {given.role}={given.model}: no endpoint for it; give "
+                             f"{given.role}={given.model}@BASE_URL, or {flag('base_url')}")

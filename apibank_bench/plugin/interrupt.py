@@ -1,0 +1,79 @@
+"""SIGTERM stops a run as Ctrl-C does: pytest's interrupt path, so what finished is kept, the summary and
+the closing table are written, the embedded server is stopped, and the requests in flight are abandoned
+(the model fixture's teardown), in a second or two whatever the server is doing.
+
+Unhandled, SIGTERM would kill the process on the spot (no summary, no closing table), and a `SystemExit`
+(what the embedded server's own handler raises) is an internal error to pytest. The handler acts once:
+a second SIGTERM changes nothing (SIGKILL still ends the process).
+
+Under xdist, the controller hands a SIGTERM on to its workers (`kill PID` or a container's stop signals the
+controller alone), so they stop at once too, not 5 s later when execnet's teardown interrupts them. A
+terminal's Ctrl-C reaches every process of the run already. The embedded server has a session of its own
+and is stopped by the controller.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+WORKER_PIDS = pytest.StashKey[list]()  #: the controller's xdist workers' process ids
+
+
+def install(config) -> None:
+    """Turn SIGTERM into KeyboardInterrupt for this session, unless someone else handles it already."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+    workers = config.stash[WORKER_PIDS] = []
+
+    def interrupt(signum: int, frame) -> None:
+        signal.signal(signum, signal.SIG_IGN)  # once: the interrupt's own cleanup must not be interrupted
+        for pid in workers:
+            try:
+                os.kill(pid, signum)
+            except OSError:  # gone already
+                pass
+        raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+    config.add_cleanup(lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Ctrl-C or SIGTERM arriving inside the block acts when it ends: a results line, its prediction and its
+    trace are written whole, or not at all (an interrupt between them would leave a row without its trace,
+    which `--resume` takes as finished). Only the main thread receives Python's signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: caught.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if caught:
+            handler = previous[caught[0]]
+            if callable(handler):
+                handler(caught[0], None)  # KeyboardInterrupt, now
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), caught[0])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodeready(node) -> None:
+    """xdist's controller: a worker is up; its process is the gateway's (execnet's popen, the one handle on it)."""
+    pid = getattr(getattr(getattr(getattr(node, "gateway", None), "_io", None), "popen", None), "pid", None)
+    pids = node.config.stash.get(WORKER_PIDS, None)
+    if isinstance(pid, int) and pids is not None:
+        pids.append(pid)

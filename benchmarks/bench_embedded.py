@@ -1,0 +1,224 @@
+#!/usr/bin/env python
+"""The embedded model (Gemma 3 270M behind llama-cpp-python's server) on a fixed set of eval
+instances, each instance's time against the model's own floor.
+
+1. The floor: a server with the suite's own settings measures this machine's prompt speed (the
+   set's median prompt, max_tokens 1, a fresh prefix each time so nothing is reused) and
+   generation speed (a short prompt, 64 free tokens), both unconstrained.
+2. The run: `apibank-bench run --only IDS --no-cache` (cold: nothing is answered from a cache
+   another checkout filled), as a user types it; its process tree (the server included) is
+   sampled every 0.25 s for the resident set. Requests may take 600 s (`--timeout`): on a loaded
+   machine a slow instance is a time to report, not an error row.
+3. The floor again, after the run; the two are averaged (the machine is shared: the load is
+   printed with every figure).
+
+An instance's floor is prompt tokens / prompt speed + completion tokens / generation speed; its
+ratio is its time (results.jsonl `latency_s`) over that floor. Prefix reuse can bring a ratio
+below 1 (the server keeps the previous prompt's cache, and the system prompt comes first).
+
+    python benchmarks/bench_embedded.py [--ids ID,ID,...] [--limit N] [--json]
+
+The default set: the eval manifest's first 10 and the two instances that used to hang
+(issue 32). `--limit N` takes the manifest's first N instead (0 = the whole eval set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT))
+
+from apibank_bench.agents.prompts import role_prompt, task_prompt  # noqa: E402
+from apibank_bench.data.manifests import manifest_ids  # noqa: E402
+from apibank_bench.data.tasks import get_task  # noqa: E402
+from apibank_bench.llm.client import fold_system  # noqa: E402
+from apibank_bench.llm.local_server import LocalServer, _post  # noqa: E402
+
+#: The instances issue 32 found hanging: 142 s for 86 tokens, and six 60 s timeouts.
+SLOW_BEFORE = ["level-1::AddAgenda-AddMeeting-GetUserToken-level-2-3.jsonl::2",
+               "level-2::DeleteAccount-level-3-2.jsonl::0"]
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def messages(task_id: str) -> list[dict]:
+    task = get_task(task_id)
+    return fold_system([{"role": "system", "content": role_prompt("single", "solver")},
+                        {"role": "user", "content": task_prompt(task)}])
+
+
+def floor_speeds(prompt: list[dict], repeats: int = 2) -> dict:
+    """Prompt and generation tokens per second of the embedded model, unconstrained."""
+    with LocalServer() as server:
+        url = server.base_url + "/chat/completions"
+
+        def ask(msgs: list[dict], max_tokens: int) -> tuple[float, dict]:
+            body = {"model": server.model, "messages": msgs, "max_tokens": max_tokens, "temperature": 0.0,
+                    "seed": 0}
+            started = time.perf_counter()
+            out = _post(url, body, timeout=3600)
+            return time.perf_counter() - started, out["usage"]
+
+        prompt_rates = []
+        for _ in range(repeats):  # a new first line each time: no prefix of an earlier prompt is reused
+            msgs = [{"role": "user", "content": f"[{uuid.uuid4().hex}]\n" + prompt[0]["content"]}]
+            seconds, usage = ask(msgs, 1)
+            prompt_rates.append(usage["prompt_tokens"] / seconds)
+        prompt_speed = statistics.median(prompt_rates)
+        gen_rates = []
+        for _ in range(repeats):
+            msgs = [{"role": "user", "content": f"[{uuid.uuid4().hex}] Write a long story about a lighthouse."}]
+            seconds, usage = ask(msgs, 64)
+            generating = seconds - usage["prompt_tokens"] / prompt_speed
+            gen_rates.append(usage["completion_tokens"] / generating)
+    return {"prompt_tok_s": prompt_speed, "gen_tok_s": statistics.median(gen_rates), "load": load()}
+
+
+class TreeMemory(threading.Thread):
+    """Peak resident set of a process tree (summed), and of its llama_cpp.server (VmHWM)."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak_tree_mb, self.server_hwm_mb = pid, 0, 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.25):
+            total = 0
+            for pid in self.tree():
+                rss, hwm, server = self.status(pid)
+                total += rss
+                if server:
+                    self.server_hwm_mb = max(self.server_hwm_mb, hwm)
+            self.peak_tree_mb = max(self.peak_tree_mb, total)
+
+    def tree(self) -> list[int]:
+        children: dict[int, list[int]] = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    stat = Path(f"/proc/{name}/stat").read_text()
+                except OSError:
+                    continue
+                children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(name))
+        found, todo = [], [self.pid]
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            todo += children.get(pid, [])
+        return found
+
+    @staticmethod
+    def status(pid: int) -> tuple[int, int, bool]:
+        try:
+            lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+            server = b"llama_cpp.server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return 0, 0, False
+        kb = {line.split(":")[0]: int(line.split()[1]) for line in lines if line.startswith(("VmRSS", "VmHWM"))}
+        return kb.get("VmRSS", 0) // 1024, kb.get("VmHWM", 0) // 1024, server
+
+
+def run_cli(ids: list[str], scratch: Path) -> dict:
+    argv = [sys.executable, "-m", "apibank_bench", "run", "--only", ",".join(ids), "--limit", "0",
+            "--no-cache", "--timeout", "600", "--out-dir", str(scratch / "out")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
+    started_load = load()
+    started = time.perf_counter()
+    process = subprocess.Popen(argv, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    memory = TreeMemory(process.pid)
+    memory.start()
+    output = process.communicate()[0]
+    wall = time.perf_counter() - started
+    memory.done.set()
+    memory.join()
+    if process.returncode not in (0, 1):  # 1: some instance wrong, as pytest reports failures
+        raise RuntimeError(f"{' '.join(argv)} exited {process.returncode}:\n{output[-3000:]}")
+    rows = [json.loads(line) for line in (scratch / "out" / "results.jsonl").read_text().splitlines() if line]
+    return {"wall_s": wall, "rows": rows, "peak_tree_mb": memory.peak_tree_mb,
+            "server_hwm_mb": memory.server_hwm_mb, "load_before": started_load, "load_after": load(),
+            "closing": [line for line in output.splitlines() if "correct" in line or "overall" in line][-3:]}
+
+
+def p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=20, method="inclusive")[-1] if len(values) > 1 else values[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ids", help="comma-separated task IDs (default: the eval set's first 10 + the two slow ones)")
+    parser.add_argument("--limit", type=int, help="the eval manifest's first N instead (0 = all 100)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    manifest = manifest_ids("all")
+    if args.ids:
+        ids = [part.strip() for part in args.ids.split(",") if part.strip()]
+    elif args.limit is not None:
+        ids = manifest[:args.limit] if args.limit else manifest
+    else:
+        ids = manifest[:10] + [tid for tid in SLOW_BEFORE if tid not in manifest[:10]]
+    prompts = sorted((messages(tid) for tid in ids), key=lambda msgs: len(msgs[0]["content"]))
+    typical = prompts[len(prompts) // 2]  # the median prompt: a long one costs minutes on a loaded machine
+
+    before = floor_speeds(typical)
+    with tempfile.TemporaryDirectory(prefix="bench-embedded-") as scratch:
+        run = run_cli(ids, Path(scratch))
+    after = floor_speeds(typical)
+    prompt_speed = (before["prompt_tok_s"] + after["prompt_tok_s"]) / 2
+    gen_speed = (before["gen_tok_s"] + after["gen_tok_s"]) / 2
+
+    rows = run["rows"]
+    per = []
+    for row in rows:
+        floor = (row.get("prompt_tokens") or 0) / prompt_speed + (row.get("completion_tokens") or 0) / gen_speed
+        per.append({"id": row["id"], "s": row["latency_s"], "floor_s": floor, "ratio": row["latency_s"] / floor if floor else None,
+                    "prompt": row.get("prompt_tokens"), "completion": row.get("completion_tokens"),
+                    "stage": row.get("stage"), "correct": row.get("correct")})
+    times = [p["s"] for p in per]
+    ratios = [p["ratio"] for p in per if p["ratio"]]
+    report = {
+        "instances": len(rows), "missing": sorted(set(ids) - {row["id"] for row in rows}),
+        "errors": sum(row.get("stage") == "error" for row in rows),
+        "unparsed": sum(row.get("stage") == "parse" for row in rows),
+        "correct": sum(bool(row.get("correct")) for row in rows),
+        "floor": {"prompt_tok_s": round(prompt_speed, 1), "gen_tok_s": round(gen_speed, 1),
+                  "before": before, "after": after},
+        "time_s": {"median": statistics.median(times), "p95": p95(times), "max": max(times)},
+        "ratio": {"median": statistics.median(ratios), "p95": p95(ratios), "max": max(ratios)},
+        "max_over_median": max(times) / statistics.median(times),
+        "wall_s": run["wall_s"], "peak_tree_mb": run["peak_tree_mb"], "server_hwm_mb": run["server_hwm_mb"],
+        "load_before": run["load_before"], "load_after": run["load_after"], "per_instance": per,
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    print(f"floor: prompt {prompt_speed:.1f} tok/s, generation {gen_speed:.1f} tok/s "
+          f"(before: load {before['load']}; after: load {after['load']})")
+    print(f"{'instance':<66} {'s':>7} {'floor':>6} {'ratio':>6} {'prompt':>6} {'compl':>5} stage")
+    for p in per:
+        ratio = f"{p['ratio']:6.2f}" if p["ratio"] else "     -"
+        print(f"{p['id'][:66]:<66} {p['s']:7.1f} {p['floor_s']:6.1f} {ratio} {p['prompt'] or 0:>6} "
+              f"{p['completion'] or 0:>5} {p['stage']}")
+    print(f"per instance: median {report['time_s']['median']:.1f} s (ratio {report['ratio']['median']:.2f}), "
+          f"p95 {report['time_s']['p95']:.1f} s ({report['ratio']['p95']:.2f}), "
+          f"max {report['time_s']['max']:.1f} s ({report['ratio']['max']:.2f}); max/median {report['max_over_median']:.1f}")
+    print(f"run: {len(rows)} instances in {run['wall_s']:.0f} s, {report['correct']} correct, {report['errors']} errors, "
+          f"{report['unparsed']} unparsed, missing {len(report['missing'])}; peak RSS: server {run['server_hwm_mb']} MB, "
+          f"run with server {run['peak_tree_mb']} MB; load {run['load_before']} -> {run['load_after']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,352 @@
+"""One results folder driven through random sequences of what users do (hypothesis's RuleBasedStateMachine):
+runs of random selections (--limit, --offset, --only, --shard, -k, --lf, epochs), resumes, an endpoint that
+fails some instances, a session killed mid-run, shards merged, a line corrupted, and runs with other
+measured settings. After every step the folder is checked against a plain model of what it must hold.
+
+Runs are `apibank-bench run` in this process against a local stand-in endpoint (tests/openai_stub.py), with
+small selections; only the kill runs in a subprocess (it must die as under `kill -9`). The number of
+examples and steps is bounded so CI stays fast: see SETTINGS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from apibank_bench.cli import main as cli_main
+from apibank_bench.core.paths import PROJECT_ROOT
+from apibank_bench.runs.epochs import case_id
+from openai_stub import OpenAIStub, Reply
+from test_bench_suite import EVAL_IDS
+from test_run_reliability import task_of
+
+TESTS = Path(__file__).resolve().parent
+POOL = EVAL_IDS[:10]  #: the instances selections draw from (the stand-in knows the first 40)
+FAILING = {POOL[2], POOL[7]}  #: the instances the endpoint fails while it is `failing`
+MEASURED = {"model": "stub", "temperature": 0.2}  #: the measured settings every run here shares
+
+#: Bounded for CI; APIBANK_STATEFUL_EXAMPLES runs more (e.g. 200) when hunting.
+SETTINGS = settings(max_examples=int(os.environ.get("APIBANK_STATEFUL_EXAMPLES", "6")), stateful_step_count=6,
+                    deadline=None, suppress_health_check=list(HealthCheck), derandomize=False)
+
+STEPS: Counter[str] = Counter()  #: the rules run in this process (printed with -s at the end: see the test)
+
+selections = st.fixed_dictionaries({
+    "limit": st.one_of(st.none(), st.integers(1, 5)),
+    "offset": st.sampled_from([0, 0, 0, 1, 3]),
+    "only": st.one_of(st.none(), st.lists(st.sampled_from(POOL), min_size=1, max_size=5, unique=True)),
+    "shard": st.sampled_from([None, None, (1, 2), (2, 2)]),
+})
+
+
+def selected(selection: dict, epochs: int) -> list[tuple[str, int]]:
+    """The (instance, epoch) cases a selection holds, said plainly (the model's own reading of the flags)."""
+    ids = [i for i in EVAL_IDS if i in selection["only"]] if selection["only"] else list(EVAL_IDS)
+    ids = ids[selection["offset"]:]
+    if selection["limit"] is not None or not selection["only"]:  # no --limit and no --only: run's default 2
+        ids = ids[:selection["limit"] or 2]
+    cases = [(i, e) for e in range(epochs) for i in ids]
+    if selection["shard"]:
+        index, count = selection["shard"]
+        cases = cases[index - 1::count]
+    return cases
+
+
+def selection_flags(selection: dict) -> list[str]:
+    flags = ["--offset", str(selection["offset"])]
+    if selection["limit"] is not None:
+        flags += ["--limit", str(selection["limit"])]
+    if selection["only"]:
+        flags += ["--only", *selection["only"]]
+    if selection["shard"]:
+        flags += ["--shard", "{}/{}".format(*selection["shard"])]
+    return flags
+
+
+def folder_bytes(out: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(out)): path.read_bytes() for path in sorted(out.rglob("*")) if path.is_file()}
+
+
+def file_rows(out: Path) -> list[dict]:
+    """results.jsonl's readable lines (a plain reading, not the package's)."""
+    path = out / "results.jsonl"
+    rows = []
+    for line in path.read_bytes().splitlines() if path.is_file() else []:
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue
+    return rows
+
+
+def node_name(key: tuple[str, int], epochs: int) -> str:
+    """The node name of a case, as `-k` matches it."""
+    return f"test_apibank[{case_id(key[0], key[1], epochs)}]"
+
+
+def kind(row: dict) -> str:
+    return "error" if row["stage"] == "error" else "correct" if row["correct"] else "wrong"
+
+
+class FolderMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tmp = Path(tempfile.mkdtemp(prefix="apibank-states-"))
+        self.out = self.tmp / "out"
+        self.failing = False
+        self.stub = OpenAIStub(default=self.respond).__enter__()
+        self.epochs = 1
+        self.rows: dict[tuple[str, int], str] = {}  #: the model: each case's row kind in the folder
+        self.last: tuple[list, set] = ([], set())  #: the last summary's selection, and what pytest deselected
+        self.summary_fresh = False  #: summary.json was written by the last session that wrote rows
+        self.unreadable = 0  #: lines set aside, or waiting to be
+        self.sessions = 0
+
+    def teardown(self) -> None:
+        self.stub.__exit__(None, None, None)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # -- the stand-in endpoint and what it answers ----------------------------------------------
+
+    def respond(self, body: dict) -> Reply:
+        task = task_of(body)
+        if self.failing and task.combined_id in FAILING:
+            return Reply(status=500)
+        right = EVAL_IDS.index(task.combined_id) % 2 == 0
+        return Reply(text=f"[{task.gold_call[1:-1]}]" if right else "[NoSuchApi(x='1')]")
+
+    def expected(self, key: tuple[str, int]) -> str:
+        if self.failing and key[0] in FAILING:
+            return "error"
+        return "correct" if EVAL_IDS.index(key[0]) % 2 == 0 else "wrong"
+
+    def run(self, out: Path, *flags: str, pytest_args: tuple[str, ...] = ()) -> int:
+        argv = ["run", "--out-dir", str(out), "--model", "stub", "--base-url", self.stub.url, "--no-cache",
+                "--max-retries", "0", "--max-consecutive-errors", "0", "--concurrency", "2",
+                "--epochs", str(self.epochs), *flags, "--", "-o", f"cache_dir={self.tmp / 'pytest-cache'}",
+                *pytest_args]
+        self.sessions += 1
+        return cli_main(argv)
+
+    def has_results(self) -> bool:
+        return bool(file_rows(self.out)) or (self.out / "summary.json").is_file()
+
+    def ran(self, to_run: list, cases: list, deselected: set = frozenset()) -> None:
+        """The model after a session that ran `to_run` of the selection `cases` (pytest deselected `deselected`)."""
+        for key in to_run:
+            self.rows[key] = self.expected(key)
+        if to_run:  # a session that writes no row leaves the summary as it was
+            self.last = (cases, set(deselected))
+            self.summary_fresh = True
+
+    def session(self, cases: list, *flags: str, pytest_args: tuple[str, ...] = ()) -> int | None:
+        """Run into the folder; an empty selection is refused (exit 2) and leaves it as it was."""
+        before = folder_bytes(self.out) if self.out.is_dir() else {}
+        code = self.run(self.out, *flags, pytest_args=pytest_args)
+        if not cases:
+            assert code == 2 and (folder_bytes(self.out) if self.out.is_dir() else {}) == before
+            return None
+        assert code in (0, 1), code
+        return code
+
+    # -- rules ------------------------------------------------------------------------------
+
+    @precondition(lambda self: not self.has_results())
+    @rule(selection=selections, epochs=st.sampled_from([1, 1, 2]))
+    def first_run(self, selection, epochs):
+        STEPS['first_run'] += 1
+        self.epochs = epochs
+        cases = selected(selection, epochs)
+        if self.session(cases, *selection_flags(selection)) is not None:
+            self.ran(cases, cases)
+
+    @precondition(lambda self: not self.has_results())
+    @rule(selection=selections, epochs=st.sampled_from([1, 2]))
+    def shards_merged(self, selection, epochs):
+        STEPS['shards_merged'] += 1
+        whole = {**selection, "shard": None}
+        cases = selected(whole, epochs)
+        if len(cases) < 2:
+            return
+        self.epochs = epochs
+        parts = [self.tmp / f"shard{i}" for i in (1, 2)]
+        for index, part in enumerate(parts, 1):
+            shutil.rmtree(part, ignore_errors=True)
+            assert self.run(part, *selection_flags({**whole, "shard": (index, 2)})) in (0, 1)
+        assert cli_main(["merge", *map(str, parts), "--out", str(self.out)]) in (0, 1)
+        self.ran(cases, cases)
+
+    @precondition(lambda self: self.has_results())
+    @rule(selection=selections)
+    def resume(self, selection):
+        STEPS['resume'] += 1
+        cases = selected(selection, self.epochs)
+        finished = {key for key, what in self.rows.items() if what != "error"}
+        if self.session(cases, "--resume", *selection_flags(selection)) is not None:
+            self.ran([key for key in cases if key not in finished], cases)
+
+    @precondition(lambda self: self.has_results())
+    @rule(selection=selections)
+    def last_failed(self, selection):
+        """`--lf`: the cases without a correct row in this folder run again."""
+        STEPS['last_failed'] += 1
+        cases = selected(selection, self.epochs)
+        passed = {key for key in cases if self.rows.get(key) == "correct"}
+        if self.session(cases, *selection_flags(selection), pytest_args=("--lf",)) is not None:
+            self.ran([key for key in cases if key not in passed], cases, passed)
+
+    @precondition(lambda self: self.has_results())
+    @rule(selection=selections, names=st.lists(st.sampled_from(POOL), min_size=1, max_size=3, unique=True))
+    def keyword(self, selection, names):
+        """`-k` narrows to the instances named; those run again, the others are kept."""
+        STEPS['keyword'] += 1
+        cases = selected(selection, self.epochs)
+        matched = [key for key in cases if any(name.lower() in node_name(key, self.epochs).lower() for name in names)]
+        if not matched:  # nothing to run: pytest's "no tests ran", `run`'s exit 2, the folder as it was
+            before = folder_bytes(self.out)
+            assert self.run(self.out, *selection_flags(selection), pytest_args=("-k", " or ".join(names))) == 2
+            assert folder_bytes(self.out) == before
+            return
+        self.session(cases, *selection_flags(selection), pytest_args=("-k", " or ".join(names)))
+        self.ran(matched, cases, {key for key in cases if key not in matched})
+
+    @rule()
+    def endpoint_flips(self):
+        STEPS['endpoint_flips'] += 1
+        self.failing = not self.failing
+
+    @precondition(lambda self: self.has_results())
+    @rule(selection=selections, other=st.sampled_from([("--temperature", "0.7"), ("--model", "gold"),
+                                                        ("--epochs", "3")]), fresh=st.booleans())
+    def refused(self, selection, other, fresh):
+        """A second run with other measured settings (or a fresh run without --overwrite): refused, untouched."""
+        STEPS['refused'] += 1
+        before = folder_bytes(self.out)
+        flags = [*selection_flags(selection), *([] if fresh else ["--resume"]), *other]
+        assert self.run(self.out, *flags) == 2
+        assert folder_bytes(self.out) == before
+
+    @precondition(lambda self: self.has_results())
+    @rule(selection=selections, after=st.integers(1, 2), torn=st.booleans())
+    def killed(self, selection, after, torn):
+        """A session killed (as by `kill -9`) once `after` instances were written, maybe mid-line."""
+        STEPS['killed'] += 1
+        cases = selected(selection, self.epochs)
+        if not cases:
+            return
+        finished = {key for key, what in self.rows.items() if what != "error"}
+        to_run = [key for key in cases if key not in finished]
+        flags = selection_flags({**selection, "limit": selection["limit"] or (None if selection["only"] else 2)})
+        command = [sys.executable, "-m", "pytest", str(PROJECT_ROOT / "bench_tests"), "-q", "-p", "no:cacheprovider",
+                   "-p", "kill_plugin", "--apibank-out-dir", str(self.out), "--apibank-model", "stub",
+                   "--apibank-base-url", self.stub.url, "--apibank-no-cache", "--apibank-max-retries", "0",
+                   "--apibank-max-consecutive-errors", "0", "--apibank-concurrency", "1",
+                   "--apibank-epochs", str(self.epochs), "--apibank-resume",
+                   *("--apibank-" + flag[2:] if flag.startswith("--") else flag for flag in flags)]
+        env = {**os.environ, "APIBANK_KILL_AFTER": str(after),
+               "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+               **({"APIBANK_KILL_TORN": str(self.out)} if torn else {})}
+        self.sessions += 1
+        done = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
+        if len(to_run) < after:  # it finished before the kill
+            assert done.returncode in (0, 1), done.stdout[-3000:]
+            self.ran(to_run, cases)
+            return
+        assert done.returncode == 9, done.stdout[-3000:]
+        now = {(row["id"], row.get("epoch", 0)): kind(row) for row in file_rows(self.out)}
+        changed = [key for key in to_run if now.get(key) != self.rows.get(key)]
+        assert len(changed) <= after and all(now[key] == self.expected(key) for key in changed)
+        for key in changed:
+            self.rows[key] = now[key]
+        self.summary_fresh = False  # a killed session writes no summary
+        self.unreadable += torn
+
+    # -- what must hold after every step ------------------------------------------------------------
+
+    @precondition(lambda self: bool(file_rows(self.out)))
+    @rule(data=st.data())
+    def corrupt_a_line(self, data):
+        """A line of results.jsonl becomes unreadable (a disk, an editor, a copy cut short)."""
+        STEPS["corrupt_a_line"] += 1
+        path = self.out / "results.jsonl"
+        lines = path.read_bytes().splitlines(keepends=True)
+        number = data.draw(st.sampled_from([n for n, line in enumerate(lines) if _readable(line)]))
+        row = json.loads(lines[number])
+        lines[number] = b'{"id": "' + row["id"].encode() + b'", "cut\n'
+        path.write_bytes(b"".join(lines))
+        del self.rows[(row["id"], row.get("epoch", 0))]
+        self.unreadable += 1
+        self.summary_fresh = False
+
+    # -- what must hold after every step ------------------------------------------------------------
+
+    @invariant()
+    def no_row_lost_or_duplicated(self):
+        """Each case's last line is its row (the model's); an earlier line of a case can only be an error row
+        that a killed session's retry superseded (a run's end puts the files in order, one line per case)."""
+        rows = file_rows(self.out)
+        keys = [(row["id"], row.get("epoch", 0)) for row in rows]
+        assert {key: kind(row) for key, row in zip(keys, rows)} == self.rows
+        superseded = [kind(row) for index, (key, row) in enumerate(zip(keys, rows)) if key in keys[index + 1:]]
+        assert all(what == "error" for what in superseded), "a finished row is duplicated"
+        assert not superseded or not self.summary_fresh, "a finished session left two lines for a case"
+
+    @invariant()
+    def one_runs_settings(self):
+        if not (self.out / "run.json").is_file():
+            assert not self.rows
+            return
+        recorded = json.loads((self.out / "run.json").read_text())["settings"]
+        assert {name: recorded[name] for name in MEASURED} == MEASURED and recorded["epochs"] == self.epochs
+        summary = self.summary()
+        if summary is not None:
+            run = summary["config"]["run"]
+            assert {name: run[name] for name in MEASURED} == MEASURED and run["epochs"] == self.epochs
+
+    @invariant()
+    def summary_counts_the_rows(self):
+        summary = self.summary()
+        if not self.summary_fresh or summary is None:
+            return
+        cases, deselected = self.last
+        rows = [row for row in file_rows(self.out) if (row["id"], row.get("epoch", 0)) in set(cases)]
+        # with epochs, `total` counts instances and `attempts` their (instance, epoch) rows
+        assert summary["selected"] == len(cases) and summary.get("attempts", summary["total"]) == len(rows)
+        assert summary["total"] == len({row["id"] for row in rows})
+        assert summary["correct"] == sum(kind(row) == "correct" for row in rows)
+        assert summary["errors"] == sum(kind(row) == "error" for row in rows)
+        assert summary["unreadable_lines"] == self.unreadable
+        answered = [key for key in cases if key not in deselected or key in self.rows]
+        assert summary["complete"] == all(self.rows.get(key) in ("correct", "wrong") for key in answered)
+
+    def summary(self) -> dict | None:
+        path = self.out / "summary.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _readable(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True
+
+
+FolderMachine.TestCase.settings = SETTINGS
+
+
+def test_a_results_folder_holds_what_its_runs_made():
+    STEPS.clear()
+    FolderMachine.TestCase().runTest()
+    print(f"\nfolder states: {sum(STEPS.values())} steps: {dict(STEPS)}")
+    assert STEPS["resume"] + STEPS["last_failed"] + STEPS["keyword"] > 0  # it went past the first run
