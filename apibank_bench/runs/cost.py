@@ -18,7 +18,7 @@ import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from apibank_bench.runs.row import ResultRow
 from apibank_bench.runs.stats import ratio_bootstrap
@@ -77,12 +77,12 @@ def turn_usage(turn: dict) -> tuple[int, int] | None:
     return int(prompt), int(completion)
 
 
-def tokens_by_model(traces: Iterable[dict]) -> dict[str, dict]:
-    """Per model that answered (each trace's agent turns): turns, tokens, and turns without usage."""
-    models: dict[str, Counter] = defaultdict(Counter)
+def tokens_by(traces: Iterable[dict], key: Callable[[dict], str]) -> dict[str, dict]:
+    """Per `key(turn)` over each trace's agent turns (a role, a model): turns, tokens, and turns without usage."""
+    groups: dict[str, Counter] = defaultdict(Counter)
     for trace in traces:
         for turn in trace.get("agents") or []:
-            counts = models[str(turn.get("model") or "?")]
+            counts = groups[key(turn)]
             counts["turns"] += 1
             usage = turn_usage(turn)
             if usage is None:
@@ -91,7 +91,12 @@ def tokens_by_model(traces: Iterable[dict]) -> dict[str, dict]:
                 counts["prompt_tokens"] += usage[0]
                 counts["completion_tokens"] += usage[1]
     keys = ("turns", "turns_missing_usage", "prompt_tokens", "completion_tokens")
-    return {model: {key: models[model][key] for key in keys} for model in sorted(models)}
+    return {name: {k: groups[name][k] for k in keys} for name in sorted(groups)}
+
+
+def tokens_by_model(traces: Iterable[dict]) -> dict[str, dict]:
+    """Per model that answered (each trace's agent turns): turns, tokens, and turns without usage."""
+    return tokens_by(traces, lambda turn: str(turn.get("model") or "?"))
 
 
 def per_correct(triples: Iterable[tuple[str, float, bool]], seed: int = 0) -> dict:

@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterable
 
-from apibank_bench.runs.cost import tokens_by_model
+from apibank_bench.runs.cost import tokens_by, tokens_by_model, turn_usage
 from apibank_bench.runs.epochs import correct_epochs, epoch_summary
 from apibank_bench.runs.stats import clustered_wilson, ratio_bootstrap
 from apibank_bench.runs.team import team_summary
@@ -72,11 +72,6 @@ def _usage(prompt: int | None, completion: int | None) -> tuple[int, int] | None
     return int(prompt), int(completion)
 
 
-def _turn_usage(turn: dict) -> tuple[int, int] | None:
-    """An agent turn's (prompt, completion) tokens, as a trace records them (see `_usage`)."""
-    return _usage(turn.get("prompt_tokens"), turn.get("completion_tokens"))
-
-
 def instance_tokens(rows: list[ResultRow]) -> dict:
     """Token totals and per-instance means over the rows whose usage is known.
 
@@ -105,19 +100,7 @@ def instance_tokens(rows: list[ResultRow]) -> dict:
 
 def role_tokens(traces: Iterable[dict]) -> dict[str, dict]:
     """Per agent role (from each trace's `agents` list): turns, tokens, and turns without usage."""
-    roles: dict[str, Counter] = defaultdict(Counter)
-    for trace in traces:
-        for turn in trace.get("agents") or []:
-            counts = roles[str(turn.get("role", "?"))]
-            counts["turns"] += 1
-            usage = _turn_usage(turn)
-            if usage is None:
-                counts["turns_missing_usage"] += 1
-            else:
-                counts["prompt_tokens"] += usage[0]
-                counts["completion_tokens"] += usage[1]
-    keys = ("turns", "turns_missing_usage", "prompt_tokens", "completion_tokens")
-    return {role: {key: roles[role][key] for key in keys} for role in sorted(roles)}
+    return tokens_by(traces, lambda turn: str(turn.get("role", "?")))
 
 
 def read_traces(trace_dir: Path | None) -> list[dict]:
@@ -172,7 +155,7 @@ def role_tokens_per_correct(traces: Iterable[dict]) -> dict[str, dict]:
     for trace in traces:
         result = trace.get("result") or {}
         turns = trace.get("agents") or []
-        usages = [_turn_usage(turn) for turn in turns]
+        usages = [turn_usage(turn) for turn in turns]
         if not turns or any(usage is None for usage in usages) or not result:
             continue
         correct = ResultRow.from_json(result).is_correct  # the row the trace holds
