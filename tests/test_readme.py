@@ -172,4 +172,5 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path: Path):
                            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600,
                            env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert build.returncode == 0, build.stderr[-3000:]
-    assert (tmp_path / "site" / "settings" / "index.html").is_file()
+    settings_page = (tmp_path / "site" / "settings" / "index.html").read_text(encoding="utf-8")
+    assert "<table>" in settings_page and "<code>--apibank-root</code>" in settings_page  # the generated table
