@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from apibank_bench.apis.base import LEVEL12, Api, same_result, words_overlap
+from apibank_bench.apis.base import LEVEL12, Api, enveloped, same_result, words_overlap
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -49,16 +49,12 @@ def _same_agenda(response, groundtruth) -> bool:
     )
 
 
-def _inputs(token, content, time, location) -> dict:
-    return {"token": token, "content": content, "time": time, "location": location}
-
-
 # Each class defines its own `call`: a missing-argument TypeError names it.
-@LEVEL12.register
+@LEVEL12.register_api
 class AddAgenda(Api):
+    @enveloped
     def call(self, token, content, time, location):
-        inputs = _inputs(token, content, time, location)
-        return self.respond(inputs, lambda: self.run(token, content, time, location))
+        return self.run(token, content, time, location)
 
     def run(self, token, content, time, location):
         _check_time(time)
@@ -76,11 +72,11 @@ class AddAgenda(Api):
         return _same_agenda(response, groundtruth)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class DeleteAgenda(Api):
+    @enveloped
     def call(self, token, content, time, location):
-        inputs = _inputs(token, content, time, location)
-        return self.respond(inputs, lambda: self.run(token, content, time, location))
+        return self.run(token, content, time, location)
 
     def run(self, token, content, time, location):
         username, key = _lookup(self, token, content, time)
@@ -99,11 +95,11 @@ class DeleteAgenda(Api):
         return same_result(response, groundtruth)  # quirk: inputs ignored
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class ModifyAgenda(Api):
+    @enveloped
     def call(self, token, content, time, location):
-        inputs = _inputs(token, content, time, location)
-        return self.respond(inputs, lambda: self.run(token, content, time, location))
+        return self.run(token, content, time, location)
 
     def run(self, token, content, time, location):
         username, key = _lookup(self, token, content, time)
@@ -118,11 +114,11 @@ class ModifyAgenda(Api):
         return _same_agenda(response, groundtruth)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class QueryAgenda(Api):
+    @enveloped
     def call(self, token, content, time, location):
-        inputs = _inputs(token, content, time, location)
-        return self.respond(inputs, lambda: self.run(token, content, time, location))
+        return self.run(token, content, time, location)
 
     def run(self, token, content, time, location):
         username, key = _lookup(self, token, content, time)

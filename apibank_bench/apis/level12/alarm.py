@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from apibank_bench.apis.base import LEVEL12, Api, same_call
+from apibank_bench.apis.base import LEVEL12, Api, enveloped, same_call
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -34,10 +34,11 @@ def _locate(api, token, time):
 
 
 # Each class defines its own `call`: a missing-argument TypeError names it.
-@LEVEL12.register
+@LEVEL12.register_api
 class AddAlarm(Api):
+    @enveloped
     def call(self, token, time):
-        return self.respond({"token": token, "time": time}, lambda: self.run(token, time))
+        return self.run(token, time)
 
     def run(self, token, time):
         _check_time(time)
@@ -52,10 +53,11 @@ class AddAlarm(Api):
         return same_call(response, groundtruth)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class DeleteAlarm(Api):
+    @enveloped
     def call(self, token, time):
-        return self.respond({"token": token, "time": time}, lambda: self.run(token, time))
+        return self.run(token, time)
 
     def run(self, token, time):
         key = _locate(self, token, time)
@@ -66,11 +68,11 @@ class DeleteAlarm(Api):
         return same_call(response, groundtruth)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class ModifyAlarm(Api):
+    @enveloped
     def call(self, token, from_time, to_time):
-        inputs = {"token": token, "from_time": from_time, "to_time": to_time}
-        return self.respond(inputs, lambda: self.run(token, from_time, to_time))
+        return self.run(token, from_time, to_time)
 
     def run(self, token, from_time, to_time):
         _check_time(from_time)
@@ -86,10 +88,11 @@ class ModifyAlarm(Api):
         return same_call(response, groundtruth)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class QueryAlarm(Api):
+    @enveloped
     def call(self, token, time):
-        return self.respond({"token": token, "time": time}, lambda: self.run(token, time))
+        return self.run(token, time)
 
     def run(self, token, time):
         key = _locate(self, token, time)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from apibank_bench.apis.base import LEVEL12, Api, same_result, words_overlap
+from apibank_bench.apis.base import LEVEL12, Api, enveloped, same_result, words_overlap
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -45,11 +45,11 @@ def _same_reminder(response, groundtruth) -> bool:
 
 
 # Each class defines its own `call`: a missing-argument TypeError names it.
-@LEVEL12.register
+@LEVEL12.register_api
 class AddReminder(Api):
+    @enveloped
     def call(self, token, content, time):
-        inputs = {"token": token, "content": content, "time": time}
-        return self.respond(inputs, lambda: self.run(token, content, time))
+        return self.run(token, content, time)
 
     def run(self, token, content, time):
         _check(time, content)
@@ -64,11 +64,11 @@ class AddReminder(Api):
         return _same_reminder(response, groundtruth)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class DeleteReminder(Api):
+    @enveloped
     def call(self, token, content, time):
-        inputs = {"token": token, "content": content, "time": time}
-        return self.respond(inputs, lambda: self.run(token, content, time))
+        return self.run(token, content, time)
 
     def run(self, token, content, time):
         key = _locate(self, token, content, time)
@@ -82,11 +82,11 @@ class DeleteReminder(Api):
         return same_result(response, groundtruth)  # quirk: inputs ignored
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class ModifyReminder(Api):
+    @enveloped
     def call(self, token, content, time):
-        inputs = {"token": token, "content": content, "time": time}
-        return self.respond(inputs, lambda: self.run(token, content, time))
+        return self.run(token, content, time)
 
     def run(self, token, content, time):
         key = _locate(self, token, content, time)
@@ -100,11 +100,11 @@ class ModifyReminder(Api):
         return _same_reminder(response, groundtruth)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class QueryReminder(Api):
+    @enveloped
     def call(self, token, content, time):
-        inputs = {"token": token, "content": content, "time": time}
-        return self.respond(inputs, lambda: self.run(token, content, time))
+        return self.run(token, content, time)
 
     def run(self, token, content, time):
         key = _locate(self, token, content, time)

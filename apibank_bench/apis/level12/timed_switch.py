@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from apibank_bench.apis.base import LEVEL12, DatabaseApi, canonical_time
+from apibank_bench.apis.base import LEVEL12, DatabaseApi, canonical_time, enveloped
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -35,10 +35,11 @@ def _same_switch(response, groundtruth, with_on: bool) -> bool:
     )
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class TimedSwitch(DatabaseApi):
+    @enveloped
     def call(self, name: str, time: str, on: bool) -> dict:
-        return self.respond({"name": name, "time": time, "on": on}, lambda: self._set(name, time, on))
+        return self._set(name, time, on)
 
     def _set(self, name, time, on):
         name, time = _device_and_time(name, time, "Name cannot be empty.")
@@ -54,10 +55,11 @@ class TimedSwitch(DatabaseApi):
         return _same_switch(response, groundtruth, with_on=True)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class CancelTimedSwitch(DatabaseApi):
+    @enveloped
     def call(self, name: str, time: str) -> dict:
-        return self.respond({"name": name, "time": time}, lambda: self._cancel(name, time))
+        return self._cancel(name, time)
 
     def _cancel(self, name, time):
         name, time = _device_and_time(name, time, "name cannot be empty.")
