@@ -31,3 +31,13 @@ class ExitCode(IntEnum):
 def described(command: str = "run") -> str:
     """Every exit code with its meaning, as one paragraph for a command's help."""
     return f"Exit codes of `{command}`: " + "; ".join(f"{code.value} {code.meaning}" for code in ExitCode) + "."
+
+
+def markdown_table() -> str:
+    """The exit codes as a Markdown table, for the docs (`python -m apibank_bench.core.exit_codes`)."""
+    rows = [f"| `{code.value}` | `{code.name}` | {code.meaning} |" for code in ExitCode]
+    return "\n".join(["| exit | name | meaning |", "|---|---|---|", *rows])
+
+
+if __name__ == "__main__":
+    print(markdown_table())
