@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import string
 
-from apibank_bench.apis.base import LEVEL12, Api, enveloped, same_call
+from apibank_bench.apis.base import LEVEL12, Api, enveloped
 
 
 class _NoApiName(Api):
@@ -32,9 +32,6 @@ class CheckToken(_NoApiName):
     def call(self, token):
         return {"username": self.check_token(token)}
 
-    def check_api_call_correctness(self, response, groundtruth):
-        return same_call(response, groundtruth)
-
 
 @LEVEL12.register_api
 class GetUserToken(Api):
@@ -51,9 +48,6 @@ class GetUserToken(Api):
         if self.database[username]["password"] != password:
             raise Exception("The password is incorrect.")
         return self.database[username]["token"]
-
-    def check_api_call_correctness(self, response, groundtruth):
-        return same_call(response, groundtruth)
 
 
 @LEVEL12.register_api
@@ -96,9 +90,6 @@ class DeleteAccount(_NoApiName):
             del self.database[username]
             return "success"
         raise Exception("No such user.")
-
-    def check_api_call_correctness(self, response, groundtruth):
-        return same_call(response, groundtruth)
 
 
 @LEVEL12.register_api
@@ -165,6 +156,3 @@ class ForgotPassword(_NoApiName):
             self.database[self.username]["password"] = kwargs["new_password"]
             return "success"
         raise Exception("The status is only 'Forgot Password' or 'Verification Code'.")
-
-    def check_api_call_correctness(self, response, groundtruth):
-        return same_call(response, groundtruth)

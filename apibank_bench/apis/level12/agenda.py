@@ -54,9 +54,6 @@ def _same_agenda(response, groundtruth) -> bool:
 class AddAgenda(Api):
     @enveloped
     def call(self, token, content, time, location):
-        return self.run(token, content, time, location)
-
-    def run(self, token, content, time, location):
         _check_time(time)
         if content.strip() == "":
             raise Exception("Content should not be null")
@@ -76,9 +73,6 @@ class AddAgenda(Api):
 class DeleteAgenda(Api):
     @enveloped
     def call(self, token, content, time, location):
-        return self.run(token, content, time, location)
-
-    def run(self, token, content, time, location):
         username, key = _lookup(self, token, content, time)
         if key is not None:
             del self.database[key]
@@ -99,9 +93,6 @@ class DeleteAgenda(Api):
 class ModifyAgenda(Api):
     @enveloped
     def call(self, token, content, time, location):
-        return self.run(token, content, time, location)
-
-    def run(self, token, content, time, location):
         username, key = _lookup(self, token, content, time)
         if key is not None:
             self.database[key] = {"username": username, "content": content, "time": time, "location": location}
@@ -118,9 +109,6 @@ class ModifyAgenda(Api):
 class QueryAgenda(Api):
     @enveloped
     def call(self, token, content, time, location):
-        return self.run(token, content, time, location)
-
-    def run(self, token, content, time, location):
         username, key = _lookup(self, token, content, time)
         if key is not None:
             return self.database[key]  # the stored item itself, as upstream returns it

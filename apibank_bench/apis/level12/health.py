@@ -25,9 +25,6 @@ def _raise_if_error(value):
 class RecordHealthData(DatabaseApi):
     @enveloped
     def call(self, user_id: str, time: str, health_data: list | None = None) -> dict:
-        return self._record(user_id, time, health_data)
-
-    def _record(self, user_id, time, health_data):
         user_id = _user_id(user_id)
         if user_id is None:
             raise Exception("The user id cannot be empty.")
@@ -76,17 +73,14 @@ class RecordHealthData(DatabaseApi):
 
 @LEVEL12.register_api
 class QueryHealthData(DatabaseApi):
-    @enveloped
-    def call(self, user_id, start_time, end_time) -> dict:
-        return self._query(user_id, start_time, end_time)
-
     @staticmethod
     def _normalized(user_id, start_time, end_time):
         """(id or None, start, end); the times are datetimes or the parse exceptions."""
         user_id = _user_id(user_id)
         return user_id, parse_padded(start_time, TIME_FORMAT), parse_padded(end_time, TIME_FORMAT)
 
-    def _query(self, user_id, start_time, end_time):
+    @enveloped
+    def call(self, user_id, start_time, end_time) -> dict:
         user_id, start, end = self._normalized(user_id, start_time, end_time)
         if user_id is None:
             raise Exception("The user id cannot be empty.")

@@ -21,9 +21,6 @@ class ImageCaption(Api):
 
     @enveloped
     def call(self, url):
-        return self.caption(url)
-
-    def caption(self, url):
         url = url.strip()
         if not url.endswith((".jpg", ".jpeg", ".png")):
             raise Exception("The url should end with .jpg, .jpeg or .png.")
@@ -43,9 +40,6 @@ class SpeechRecognition(Api):
 
     @enveloped
     def call(self, url):
-        return self.transcript(url)
-
-    def transcript(self, url):
         url = url.strip()
         if not url.endswith(".wav"):
             raise Exception("The url should end with .wav.")

@@ -56,9 +56,6 @@ class AddMeeting(_MeetingApi):
     @enveloped
     def call(self, token: str, meeting_topic: str, start_time: str, end_time: str, location: str,
              attendees: list) -> dict:
-        return self._add(token, meeting_topic, start_time, end_time, location, attendees)
-
-    def _add(self, token, meeting_topic, start_time, end_time, location, attendees):
         datetime.datetime.strptime(start_time, TIME_FORMAT)
         datetime.datetime.strptime(end_time, TIME_FORMAT)
         if meeting_topic.strip() == "":

@@ -25,9 +25,6 @@ def _valid_date(text) -> str:
 class AppointmentRegistration(DatabaseApi):
     @enveloped
     def call(self, patient_name: str, date: str, doctor_name: str) -> dict:
-        return self._register(patient_name, date, doctor_name)
-
-    def _register(self, patient_name, date, doctor_name):
         patient_name = patient_name.strip()
         doctor_name = doctor_name.strip()
         if patient_name == "" or doctor_name == "":
@@ -64,9 +61,6 @@ class AppointmentRegistration(DatabaseApi):
 class CancelRegistration(DatabaseApi):
     @enveloped
     def call(self, appointment_id: str) -> dict:
-        return self._cancel(appointment_id)
-
-    def _cancel(self, appointment_id):
         appointment_id = appointment_id.strip()
         if appointment_id not in self.database:
             raise Exception("The appointment ID is incorrect.")
@@ -145,9 +139,6 @@ class ModifyRegistration(DatabaseApi):
 class QueryRegistration(DatabaseApi):
     @enveloped
     def call(self, patient_name: str, date: str) -> dict:
-        return self._query(patient_name, date)
-
-    def _query(self, patient_name, date):
         patient_name = patient_name.strip()
         date = _valid_date(date)
         appointments = {

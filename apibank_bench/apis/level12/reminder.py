@@ -49,9 +49,6 @@ def _same_reminder(response, groundtruth) -> bool:
 class AddReminder(Api):
     @enveloped
     def call(self, token, content, time):
-        return self.run(token, content, time)
-
-    def run(self, token, content, time):
         _check(time, content)
         # Quirk: unlike agenda/alarm, the new key is str(max numeric key + 1), "0" if empty.
         key = str(max(int(k) for k in self.database) + 1) if self.database else "0"
@@ -68,9 +65,6 @@ class AddReminder(Api):
 class DeleteReminder(Api):
     @enveloped
     def call(self, token, content, time):
-        return self.run(token, content, time)
-
-    def run(self, token, content, time):
         key = _locate(self, token, content, time)
         del self.database[key]
         return "success"
@@ -86,9 +80,6 @@ class DeleteReminder(Api):
 class ModifyReminder(Api):
     @enveloped
     def call(self, token, content, time):
-        return self.run(token, content, time)
-
-    def run(self, token, content, time):
         key = _locate(self, token, content, time)
         # Updated in place (a dict returned earlier by a query sees the change).
         self.database[key]["content"] = content
@@ -104,9 +95,6 @@ class ModifyReminder(Api):
 class QueryReminder(Api):
     @enveloped
     def call(self, token, content, time):
-        return self.run(token, content, time)
-
-    def run(self, token, content, time):
         key = _locate(self, token, content, time)
         return self.database[key]  # the stored item itself, as upstream returns it
 

@@ -76,9 +76,6 @@ class AddScene(DatabaseApi):
 class DeleteScene(DatabaseApi):
     @enveloped
     def call(self, name: str) -> dict:
-        return self._delete(name)
-
-    def _delete(self, name):
         name = _scene_name(name)
         if name not in self.database:
             raise Exception("The scene does not exist.")
@@ -120,9 +117,6 @@ class ModifyScene(DatabaseApi):
 class QueryScene(DatabaseApi):
     @enveloped
     def call(self, name: str) -> dict:
-        return self._query(name)
-
-    def _query(self, name):
         name = _scene_name(name)
         if name not in self.database:
             raise Exception("Scene not found.")

@@ -39,9 +39,6 @@ def _same_switch(response, groundtruth, with_on: bool) -> bool:
 class TimedSwitch(DatabaseApi):
     @enveloped
     def call(self, name: str, time: str, on: bool) -> dict:
-        return self._set(name, time, on)
-
-    def _set(self, name, time, on):
         name, time = _device_and_time(name, time, "Name cannot be empty.")
         switches = self.database.setdefault(name, [])
         for switch in switches:
@@ -59,9 +56,6 @@ class TimedSwitch(DatabaseApi):
 class CancelTimedSwitch(DatabaseApi):
     @enveloped
     def call(self, name: str, time: str) -> dict:
-        return self._cancel(name, time)
-
-    def _cancel(self, name, time):
         name, time = _device_and_time(name, time, "name cannot be empty.")
         if name not in self.database:
             raise Exception("device name does not exist.")

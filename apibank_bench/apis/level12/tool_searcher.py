@@ -24,9 +24,6 @@ class ToolSearcher(Api):
 
     @enveloped
     def call(self, keywords):
-        return self.best_match_api(keywords)
-
-    def best_match_api(self, keywords):
         index = self.catalog.best(keywords)
         if index is None:
             # Quirk: with no similarity above 0 upstream calls `.pop` on None.

@@ -57,9 +57,6 @@ class PlayMusic(Api):
 
     @enveloped
     def call(self, music_name):
-        return self.play(music_name)
-
-    def play(self, music_name):
         music_name = music_name.lower().strip()
         if music_name == "":
             raise Exception("The music name cannot be empty.")
@@ -76,9 +73,6 @@ class SendEmail(Api):
 
     @enveloped
     def call(self, receiver, subject, content):
-        return self.send(receiver, subject, content)
-
-    def send(self, receiver, subject, content):
         receiver, subject, content = receiver.strip(), subject.strip(), content.strip()
         if not _EMAIL.match(receiver):
             raise Exception("Email address of the receiver is invalid.")

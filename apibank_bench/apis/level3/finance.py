@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from apibank_bench.apis.base import LEVEL3, enveloped
-from apibank_bench.apis.level3._common import InlineApi, assert_same_api, exact_check
+from apibank_bench.apis.level3._common import InlineApi, assert_same_api
 
 
 @LEVEL3.register_api
@@ -23,9 +23,6 @@ class GetOccupationSalary(InlineApi):
         if occupation not in self.salary_info:
             raise Exception("The occupation is not in the database.")
         return {"salary": self.salary_info[occupation]}
-
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return exact_check(response, groundtruth)
 
 
 @LEVEL3.register_api

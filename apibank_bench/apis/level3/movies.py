@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from apibank_bench.apis.base import LEVEL3, enveloped
-from apibank_bench.apis.level3._common import InlineApi, exact_check
+from apibank_bench.apis.level3._common import InlineApi
 
 _MATRIX_FIRST = ("The Matrix", "The Lord of the Rings", "The Dark Knight")
 _RINGS_FIRST = ("The Lord of the Rings", "The Dark Knight", "The Matrix")
@@ -28,9 +28,6 @@ class UserWatchedMovies(InlineApi):
             raise Exception("User not found.")
         return self.database[user_name]
 
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return exact_check(response, groundtruth)
-
 
 @LEVEL3.register_api
 class UserMoviePreferences(InlineApi):
@@ -48,9 +45,6 @@ class UserMoviePreferences(InlineApi):
     def call(self, user_name: str) -> dict:
         # Unlike UserWatchedMovies, an unknown user fails with the KeyError's text.
         return {"preferences": self.database[user_name]}
-
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return exact_check(response, groundtruth)
 
 
 @LEVEL3.register_api
@@ -73,6 +67,3 @@ class MovieRecommendations(InlineApi):
         for genre in preferences:
             movies.extend(self.database[genre])
         return {"recommended_movies": movies}
-
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return exact_check(response, groundtruth)

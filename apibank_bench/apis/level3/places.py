@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from apibank_bench.apis.base import LEVEL3, enveloped
-from apibank_bench.apis.level3._common import InlineApi, assert_same_api, exact_check, fields_equal
+from apibank_bench.apis.level3._common import InlineApi, assert_same_api, fields_equal
 
 # The five known places and their coordinates (longitudes without a sign, as upstream).
 _NEW_YORK = (40.7128, 74.0060)
@@ -33,9 +33,6 @@ class Geocoding(InlineApi):
         # Exact key lookup: an unknown address fails with the KeyError's text.
         latitude, longitude = self.address_to_coordinates[address]
         return {"latitude": latitude, "longitude": longitude}
-
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return exact_check(response, groundtruth)
 
 
 @LEVEL3.register_api
@@ -107,6 +104,3 @@ class ClothingRecommendation(InlineApi):
         if "rain" in weather_conditions.lower():
             options.append("Raincoat")
         return {"clothing_options": options}
-
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return exact_check(response, groundtruth)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from apibank_bench.apis.base import LEVEL3, enveloped
-from apibank_bench.apis.level3._common import InlineApi, exact_check
+from apibank_bench.apis.level3._common import InlineApi
 
 
 @LEVEL3.register_api
@@ -16,9 +16,6 @@ class UserPosts(InlineApi):
     @enveloped
     def call(self, user_id: int) -> dict:
         return {"post_ids": self.database[user_id]}
-
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return exact_check(response, groundtruth)
 
 
 @LEVEL3.register_api
@@ -33,6 +30,3 @@ class LikeCount(InlineApi):
         if post_id not in self.database:
             raise Exception(f"Post with ID {post_id} does not exist.")
         return {"like_count": self.database[post_id]}
-
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return exact_check(response, groundtruth)
