@@ -24,7 +24,7 @@ def _raise_if_error(value):
 @LEVEL12.register_api
 class RecordHealthData(DatabaseApi):
     @enveloped
-    def call(self, user_id: str, time: str, health_data: list | None = None) -> dict:
+    def call(self, user_id: str, time: str, health_data: list | None = None) -> str:
         user_id = _user_id(user_id)
         if user_id is None:
             raise Exception("The user id cannot be empty.")
@@ -80,7 +80,7 @@ class QueryHealthData(DatabaseApi):
         return user_id, parse_padded(start_time, TIME_FORMAT), parse_padded(end_time, TIME_FORMAT)
 
     @enveloped
-    def call(self, user_id, start_time, end_time) -> dict:
+    def call(self, user_id, start_time, end_time) -> list:
         user_id, start, end = self._normalized(user_id, start_time, end_time)
         if user_id is None:
             raise Exception("The user id cannot be empty.")
@@ -146,7 +146,7 @@ def _emergency_key(symptom) -> str:
 @LEVEL12.register_api
 class SymptomSearch(DatabaseApi):
     @enveloped
-    def call(self, symptom: str) -> dict:
+    def call(self, symptom: str) -> list:
         return _symptom_results(self.database, _symptom_key(symptom), ("name", "description"))
 
     def check_api_call_correctness(self, response, groundtruth) -> bool:
@@ -156,7 +156,7 @@ class SymptomSearch(DatabaseApi):
 @LEVEL12.register_api
 class EmergencyKnowledge(DatabaseApi):
     @enveloped
-    def call(self, symptom: str) -> dict:
+    def call(self, symptom: str) -> list:
         return _symptom_results(self.database, _emergency_key(symptom), ("name", "aid"))
 
     def check_api_call_correctness(self, response, groundtruth) -> bool:

@@ -55,7 +55,7 @@ class _MeetingApi(Api):
 class AddMeeting(_MeetingApi):
     @enveloped
     def call(self, token: str, meeting_topic: str, start_time: str, end_time: str, location: str,
-             attendees: list) -> dict:
+             attendees: list) -> str:
         datetime.datetime.strptime(start_time, TIME_FORMAT)
         datetime.datetime.strptime(end_time, TIME_FORMAT)
         if meeting_topic.strip() == "":

@@ -24,7 +24,7 @@ def _valid_date(text) -> str:
 @LEVEL12.register_api
 class AppointmentRegistration(DatabaseApi):
     @enveloped
-    def call(self, patient_name: str, date: str, doctor_name: str) -> dict:
+    def call(self, patient_name: str, date: str, doctor_name: str) -> str:
         patient_name = patient_name.strip()
         doctor_name = doctor_name.strip()
         if patient_name == "" or doctor_name == "":
@@ -60,7 +60,7 @@ class AppointmentRegistration(DatabaseApi):
 @LEVEL12.register_api
 class CancelRegistration(DatabaseApi):
     @enveloped
-    def call(self, appointment_id: str) -> dict:
+    def call(self, appointment_id: str) -> str:
         appointment_id = appointment_id.strip()
         if appointment_id not in self.database:
             raise Exception("The appointment ID is incorrect.")

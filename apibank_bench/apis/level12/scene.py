@@ -75,7 +75,7 @@ class AddScene(DatabaseApi):
 @LEVEL12.register_api
 class DeleteScene(DatabaseApi):
     @enveloped
-    def call(self, name: str) -> dict:
+    def call(self, name: str) -> str:
         name = _scene_name(name)
         if name not in self.database:
             raise Exception("The scene does not exist.")

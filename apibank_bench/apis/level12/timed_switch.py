@@ -38,7 +38,7 @@ def _same_switch(response, groundtruth, with_on: bool) -> bool:
 @LEVEL12.register_api
 class TimedSwitch(DatabaseApi):
     @enveloped
-    def call(self, name: str, time: str, on: bool) -> dict:
+    def call(self, name: str, time: str, on: bool) -> str:
         name, time = _device_and_time(name, time, "Name cannot be empty.")
         switches = self.database.setdefault(name, [])
         for switch in switches:
@@ -55,7 +55,7 @@ class TimedSwitch(DatabaseApi):
 @LEVEL12.register_api
 class CancelTimedSwitch(DatabaseApi):
     @enveloped
-    def call(self, name: str, time: str) -> dict:
+    def call(self, name: str, time: str) -> str:
         name, time = _device_and_time(name, time, "name cannot be empty.")
         if name not in self.database:
             raise Exception("device name does not exist.")
