@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from apibank_bench.apis.base import LEVEL12, Api, enveloped, same_result, words_overlap
+from apibank_bench.apis.base import LEVEL12, Api, enveloped, same_time_or_result, words_overlap
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -70,10 +70,7 @@ class DeleteReminder(Api):
         return "success"
 
     def check_api_call_correctness(self, response, groundtruth):
-        if groundtruth["output"] == "success" and response["output"] == "success":
-            # Quirk: two successes only need the same time.
-            return response["input"]["time"] == groundtruth["input"]["time"]
-        return same_result(response, groundtruth)  # quirk: inputs ignored
+        return same_time_or_result(response, groundtruth)
 
 
 @LEVEL12.register_api
