@@ -13,12 +13,13 @@ from __future__ import annotations
 import pytest
 
 from apibank_bench.core import settings
+from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.data.tasks import split_combined_id
 from apibank_bench.plugin.keys import LAST_FAILED, NOT_STARTED, POOL, RESULT, USER_PROPERTY
 from apibank_bench.plugin.run import bench_requested, given_names, ids_to_run, is_worker, passed_keys, run_config
 
-ENDPOINT_UNREACHABLE = 3  #: the exit code of a run whose endpoint nobody answers
+ENDPOINT_UNREACHABLE = ExitCode.UNREACHABLE  #: the exit status of a run whose endpoint nobody answers
 
 
 

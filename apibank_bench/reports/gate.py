@@ -32,7 +32,8 @@ from apibank_bench.runs.results import SUMMARY
 #: What a baseline must share with the run (of compare's MUST_AGREE: the rules of `compare.pair`;
 #: the selection may differ).
 MUST_MATCH = ("data lock", "ToolSearcher scorer")
-REGRESSION_EXIT = 1  #: pytest's exit status when the gate fails (`apibank-bench run` exits 4)
+#: pytest's exit status when the gate fails (pytest's own "tests failed"; `run` exits ExitCode.WORSE)
+REGRESSION_EXIT = 1
 
 
 class BaselineRefused(ValueError):
