@@ -167,7 +167,8 @@ class BenchSession(XdistParts):
         if not self.last_failed:
             return
         passed = self.run.passed_keys()
-        keep, drop = [], []
+        keep: list[Any] = []
+        drop: list[Any] = []
         for item in items:
             case = case_of(item)
             (drop if case and split_case(case) in passed else keep).append(item)

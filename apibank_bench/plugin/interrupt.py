@@ -29,7 +29,8 @@ def install(config) -> None:
         return
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return
-    workers = config.stash[WORKER_PIDS] = []
+    workers: list[int] = []
+    config.stash[WORKER_PIDS] = workers
 
     def interrupt(signum: int, frame) -> None:
         signal.signal(signum, signal.SIG_IGN)  # once: the interrupt's own cleanup must not be interrupted

@@ -109,13 +109,13 @@ def model_activity(client: Any) -> dict:
     """
     if client is None:
         return {}
-    activity = {}
-    limiters = [getattr(one, "limiter", None) for one in getattr(client, "clients", [client])]  # a model per role
+    activity: dict[str, int] = {}
+    limiters: list[Any] = [getattr(one, "limiter", None) for one in getattr(client, "clients", [client])]  # per role
     if limiters and None not in limiters:
-        activity["in_flight"] = sum(limiter.active for limiter in limiters)
+        activity["in_flight"] = sum(int(limiter.active) for limiter in limiters)
         limits = [getattr(limiter, "limit", None) for limiter in limiters]
         if all(isinstance(limit, int) for limit in limits):  # learned from the endpoints (llm/limit.py)
-            activity["limit"] = sum(limits)
+            activity["limit"] = sum(limit for limit in limits if isinstance(limit, int))
     if isinstance(getattr(client, "waiting", None), int):  # the model layer's count of requests between retries
         activity["waiting"] = client.waiting
     stats = client.stats.snapshot() if hasattr(client, "stats") else {}

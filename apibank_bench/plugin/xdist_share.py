@@ -9,6 +9,7 @@ import contextlib
 from typing import Any
 
 import pytest
+from xdist.scheduler import LoadScheduling
 
 from apibank_bench.plugin.options import SETTINGS_KEY, SHARE_KEY, URL_KEY
 from apibank_bench.runs.benchmark_run import BenchmarkRun
@@ -86,7 +87,7 @@ class XdistParts:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: Any, log: Any) -> Any:
         if self.requested and config.getoption("dist", "load") == "load":
-            return share_scheduler(config, log)
+            return ShareScheduling(config, log)
         return None
 
     @pytest.hookimpl(optionalhook=True)
@@ -124,27 +125,27 @@ class XdistParts:
         raise NotImplementedError  # BenchSession's
 
 
-def share_scheduler(config: Any, log: Any) -> Any:
+class ShareScheduling(LoadScheduling):
     """xdist's load scheduler, except that worker k of n gets items k, k + n, ... all at once."""
-    from xdist.scheduler import LoadScheduling
 
-    class ShareScheduling(LoadScheduling):
-        def schedule(self) -> None:
-            if self.collection is not None:  # a replacement worker after a crash: hand out what is left
-                return super().schedule()
-            if not self._check_nodes_have_same_collection():
-                self.log("**Different tests collected, aborting run**")
-                return
-            self.collection = list(next(iter(self.node2collection.values())))
-            self.pending[:] = []
-            self.maxschedchunk = self.maxschedchunk or len(self.collection)
-            nodes = sorted(self.nodes, key=lambda node: node.workerinput[SHARE_KEY][0])
-            for index, node in enumerate(nodes):
-                share = list(range(index, len(self.collection), len(nodes)))
-                if share:
-                    self.node2pending[node].extend(share)
-                    node.send_runtest_some(share)
-            for node in nodes:
-                node.shutdown()
+    collection: list[str] | None  # LoadScheduling's, declared in its __init__ (which mypy cannot see from here)
+    maxschedchunk: int | None
 
-    return ShareScheduling(config, log)
+    def schedule(self) -> None:
+        if self.collection is not None:  # a replacement worker after a crash: hand out what is left
+            return super().schedule()
+        if not self._check_nodes_have_same_collection():
+            self.log("**Different tests collected, aborting run**")
+            return
+        collection = list(next(iter(self.node2collection.values())))
+        self.collection = collection
+        self.pending[:] = []
+        self.maxschedchunk = self.maxschedchunk or len(collection)
+        nodes = sorted(self.nodes, key=lambda node: node.workerinput[SHARE_KEY][0])
+        for index, node in enumerate(nodes):
+            share = list(range(index, len(collection), len(nodes)))
+            if share:
+                self.node2pending[node].extend(share)
+                node.send_runtest_some(share)
+        for node in nodes:
+            node.shutdown()
