@@ -47,7 +47,6 @@ def pytest_configure(config: Any) -> None:
     if session.requested:  # SIGTERM stops a benchmark run as Ctrl-C does (plugin.interrupt)
         from apibank_bench.plugin import interrupt
 
-        interrupt.install(config)
-        config.pluginmanager.register(interrupt, "apibank-interrupt")
+        interrupt.install(config, session.worker_pids)
     config.pluginmanager.register(fixtures, "apibank-fixtures")  # the benchmark's fixtures are the plugin's
     config.pluginmanager.register(session, "apibank-session")

@@ -41,6 +41,7 @@ class BenchSession(XdistParts):
         self.not_started: str | None = None  #: why the run cannot start (its tests are not run)
         self.written_nodes: set[str] = set()  #: test IDs whose report's lines were taken
         self.local: Any = None  #: the embedded model this process started (llm.local_server.OnDemandServer)
+        self.worker_pids: list[int] = []  #: the controller's xdist workers (a SIGTERM is handed on to them)
         config.stash[RUN] = self.run
 
     def quiet(self) -> bool:

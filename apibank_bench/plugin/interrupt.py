@@ -18,21 +18,17 @@ import os
 import signal
 import threading
 
-import pytest
-
-WORKER_PIDS = pytest.StashKey[list]()  #: the controller's xdist workers' process ids
+from typing import Any
 
 
-def install(config) -> None:
-    """Turn SIGTERM into KeyboardInterrupt for this session, unless someone else handles it already."""
+def install(config: Any, workers: list[int]) -> None:
+    """Turn SIGTERM into KeyboardInterrupt for this session, unless someone else handles it already.
+    `workers`: the process ids of the controller's xdist workers, filled as they come up."""
     if threading.current_thread() is not threading.main_thread():
         return
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return
-    workers: list[int] = []
-    config.stash[WORKER_PIDS] = workers
-
-    def interrupt(signum: int, frame) -> None:
+    def interrupt(signum: int, frame: Any) -> None:
         signal.signal(signum, signal.SIG_IGN)  # once: the interrupt's own cleanup must not be interrupted
         for pid in workers:
             try:
@@ -43,12 +39,3 @@ def install(config) -> None:
 
     signal.signal(signal.SIGTERM, interrupt)
     config.add_cleanup(lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodeready(node) -> None:
-    """xdist's controller: a worker is up; its process is the gateway's (execnet's popen, the one handle on it)."""
-    pid = getattr(getattr(getattr(getattr(node, "gateway", None), "_io", None), "popen", None), "pid", None)
-    pids = node.config.stash.get(WORKER_PIDS, None)
-    if isinstance(pid, int) and pids is not None:
-        pids.append(pid)

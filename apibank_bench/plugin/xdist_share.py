@@ -28,6 +28,7 @@ class XdistParts:
     run: BenchmarkRun
     requested: bool
     local: Any
+    worker_pids: list[int]  #: the controller's xdist workers' process ids
     configured_nodes = 0  #: workers configured so far (in order: gw0, gw1...)
 
     def base_url(self) -> str:
@@ -55,6 +56,14 @@ class XdistParts:
     def stop_local(self) -> None:
         if self.local is not None:
             self.local.stop(STOP_GRACE_S)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodeready(self, node: Any) -> None:
+        """A worker is up; its process is the gateway's (execnet's popen, the one handle on it): a SIGTERM to
+        the controller is handed on to it (plugin.interrupt)."""
+        pid = getattr(getattr(getattr(getattr(node, "gateway", None), "_io", None), "popen", None), "pid", None)
+        if isinstance(pid, int):
+            self.worker_pids.append(pid)
 
     def hand_back_counts(self) -> None:
         """A worker's requests and closed connections travel to the controller with the worker's end."""
