@@ -76,7 +76,7 @@ class GivenSettings:
     """The settings `run` resolved, handed to pytest as a plugin object (`settings.GIVEN`): the plugin uses
     them as they are; xdist workers get them from the controller in `workerinput`."""
 
-    def __init__(self, cfg: settings.RunConfig, given: set[str] = frozenset()) -> None:
+    def __init__(self, cfg: settings.RunConfig, given: set[str] | frozenset[str] = frozenset()) -> None:
         setattr(self, settings.GIVEN, cfg)
         setattr(self, settings.GIVEN_NAMES, set(given))  #: the settings the user set (the rest are defaults)
 
