@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import urllib.request
+
 import pytest
 
 from apibank_bench.core import settings
@@ -47,6 +49,23 @@ def test_a_script_runs_a_scripted_model_and_gets_the_rows_the_pytest_run_writes(
     assert summary["correct"] == 3 and summary["total"] == 6  # `mixed`: every other instance right
     assert summary["endpoints"] and run.done == 6  # the script's client counted its requests
     assert lines(tmp_path / "script") == lines(tmp_path / "pytest")
+
+
+def test_a_script_starts_the_embedded_model_once_and_stops_it(tmp_path, monkeypatch):
+    """llama-cpp-python's server stood in by the scripted stub (tests/embedded_stand_in.py)."""
+    starts = tmp_path / "starts.log"
+    monkeypatch.setenv("APIBANK_STARTS_LOG", str(starts))
+    from apibank_bench.llm import local_server
+
+    monkeypatch.setattr(local_server, "start_local_server", local_server.start_local_server)
+    import embedded_stand_in  # noqa: F401 - replaces the server's start for this test
+
+    run = headless(tmp_path / "out", limit=3, cache=False)
+    assert run.summary and run.summary["total"] == 3 and run.summary["errors"] == 0
+    assert len(starts.read_text().splitlines()) == 1  # one server for the run
+    assert run.local_url and run.summary["config"]["provenance"]["endpoint_models"]  # asked where it answered
+    with pytest.raises(OSError):  # stopped with the run
+        urllib.request.urlopen(f"{run.local_url}/models", timeout=5)
 
 
 def test_a_script_keeps_one_run_per_folder(tmp_path):

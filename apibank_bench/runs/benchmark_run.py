@@ -193,9 +193,12 @@ class BenchmarkRun:
 
         if not self.to_run and self.files is None and not self.seen:
             self.open_folder()
+        local = None
         if model is None and not self.cfg.is_gold:
-            from apibank_bench.agents.models import model_client
+            from apibank_bench.agents.models import model_client, needs_local_server
 
+            if self.endpoint_url is None and needs_local_server(self.cfg):  # the embedded model, for this run
+                local = self._start_embedded()
             model = model_client(self.cfg, self.endpoint_url)
         self.model = model
         scorer = scorer or Scorer(require_root(self.cfg.root), self.cfg.toolsearcher_scorer)
@@ -213,7 +216,23 @@ class BenchmarkRun:
                     on_result(result)
         finally:
             pool.close()
+            if local is not None:
+                local.stop()
         return self.finish()
+
+    def _start_embedded(self) -> Any:
+        """The embedded model (llm.local_server), started on first use; its URL is where the model answered."""
+        from apibank_bench.llm.local_server import OnDemandServer
+
+        local = OnDemandServer(self.cfg.cache_root)
+
+        def url() -> str:
+            started = local.url()
+            self.local_url = local.started_url
+            return started
+
+        self.endpoint_url = url
+        return local
 
     # -- the end ---------------------------------------------------------------------------------
 
