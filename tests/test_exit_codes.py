@@ -9,7 +9,7 @@ import pytest
 from apibank_bench.cli import build_parser
 from apibank_bench.commands.run import exit_code
 from apibank_bench.core.exit_codes import ExitCode
-from apibank_bench.plugin import ENDPOINT_UNREACHABLE
+from apibank_bench.plugin.bench_session import ENDPOINT_UNREACHABLE
 
 
 def test_run_help_lists_every_exit_code_with_its_meaning(capsys):

@@ -153,7 +153,7 @@ def test_a_signal_ends_the_run_at_once_and_resume_finishes_it(tmp_path, how, wor
 
 
 def test_an_interrupt_while_a_row_is_written_acts_once_it_is_written():
-    from apibank_bench.plugin.interrupt import deferred
+    from apibank_bench.core.interrupt import deferred
 
     steps = []
     with pytest.raises(KeyboardInterrupt):

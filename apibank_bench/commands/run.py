@@ -106,7 +106,7 @@ def run_benchmark(args) -> int:
 
     import_solver_modules(cfg)  # before pytest: see why there
 
-    from apibank_bench.plugin.run_output import RunOutput
+    from apibank_bench.plugin.command_output import RunOutput
 
     outcome = RunOutput()
     given = GivenSettings(cfg, settings.given_names(lambda s: getattr(args, s.name, None)))
