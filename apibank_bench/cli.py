@@ -13,6 +13,9 @@ import sys
 from apibank_bench.commands import compare, data, manifests, optimize, report, run, score, show, sweep
 from apibank_bench.core import settings
 from apibank_bench.core.paths import DataMissing
+from apibank_bench.runs.setting_rules import hand_down
+
+hand_down()  # the choices and rules of settings that name the layers' things (topologies ...)
 
 #: The subcommands, in the order `--help` lists them.
 COMMANDS = (run, sweep, show, compare, report, optimize, data, manifests, score)

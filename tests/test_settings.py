@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from apibank_bench.core import settings
+from apibank_bench.runs.naming import results_dir
 from apibank_bench.agents.models import model_config
 from apibank_bench.cli import build_parser
 from apibank_bench.commands.run import pytest_args, run_settings
@@ -26,7 +27,7 @@ def test_defaults():
     assert (cfg.level, cfg.topology, cfg.team_size, cfg.rounds, cfg.message_format) == ("all", "single", 4, 2, "freeform")
     assert cfg.cache is True and cfg.constrained is None and cfg.limit is None
     assert (cfg.temperature, cfg.top_p, cfg.max_tokens, cfg.timeout, cfg.max_retries) == (0.2, 0.9, 1024, 600.0, 5)
-    assert cfg.results_dir.endswith("results/apibank/embedded/single")
+    assert results_dir(cfg).endswith("results/apibank/embedded/single")
     assert cfg.cache_root == Path("~/.cache/apibank-bench").expanduser()
 
 
@@ -43,7 +44,7 @@ def test_lists_shards_and_gold():
                   env={"APIBANK_BASE_URL": "http://a/v1/, http://b/v1"})
     assert cfg.base_url == ["http://a/v1", "http://b/v1"]
     assert cfg.shard == (2, 3) and cfg.only == ["x", "y", "z"]
-    assert cfg.is_gold and cfg.results_dir.endswith("results/apibank/gold")
+    assert cfg.is_gold and results_dir(cfg).endswith("results/apibank/gold")
 
 
 def test_openai_variables_and_secrets():

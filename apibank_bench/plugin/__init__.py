@@ -17,6 +17,10 @@ from apibank_bench.runs.epochs import split_case
 from apibank_bench.data.tasks import split_combined_id
 from apibank_bench.plugin.keys import LAST_FAILED, NOT_STARTED, POOL, RESULT, USER_PROPERTY
 from apibank_bench.plugin.run import bench_requested, given_names, ids_to_run, is_worker, passed_keys, run_config
+from apibank_bench.runs.naming import results_dir
+from apibank_bench.runs.setting_rules import hand_down
+
+hand_down()  # the choices and rules of settings that name the layers' things (topologies ...)
 
 ENDPOINT_UNREACHABLE = 3  #: the exit code of a run whose endpoint nobody answers
 
@@ -179,7 +183,7 @@ def pytest_collection_modifyitems(session, config, items):
         items[:] = keep
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if not keep and reporter is not None and not is_worker(config):
-        reporter.write_line(f"apibank: --lf: {run_config(config).results_dir} holds a correct row for every "
+        reporter.write_line(f"apibank: --lf: {results_dir(run_config(config))} holds a correct row for every "
                             "instance of this selection: nothing failed, nothing to run", yellow=True)
 
 

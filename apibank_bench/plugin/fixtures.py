@@ -10,7 +10,7 @@ import pytest
 from apibank_bench.agents import build_solver
 from apibank_bench.agents.models import EndpointUnreachable, model_client
 from apibank_bench.runs.epochs import split_case
-from apibank_bench.runs.instances import InstancePool, RunStopped
+from apibank_bench.runs.instances import InstancePool, RunStopped, instances_in_flight
 from apibank_bench.core.paths import DataMissing, require_root
 from apibank_bench.plugin.run import my_instances, record, run_config, stop_message
 from apibank_bench.plugin.keys import MODEL, POOL
@@ -74,7 +74,7 @@ def apibank_pool(request, apibank_config, apibank_root, apibank_model, apibank_s
     """Solves this process's instances, `concurrency` at a time, starting with the first tests'."""
     cfg = apibank_config
     pool = InstancePool(lambda task_id: get_task(task_id, root=apibank_root), apibank_solver, apibank_scorer,
-                        concurrency=cfg.instances_in_flight, time_limit=cfg.instance_timeout or None)
+                        concurrency=instances_in_flight(cfg), time_limit=cfg.instance_timeout or None)
     if apibank_model is not None:  # a dead endpoint trips the model layer's breaker: start no more instances
         apibank_model.breaker.on_trip(pool.stop)
     request.config.stash[POOL] = pool

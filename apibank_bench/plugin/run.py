@@ -13,6 +13,7 @@ from apibank_bench.data.manifests import select
 from apibank_bench.plugin.keys import COMMAND_OUTPUT, CONFIG, IDS, LAST_FAILED, RESULT, USER_PROPERTY
 from apibank_bench.runs.epochs import run_cases, split_case
 from apibank_bench.runs.results import capped_json, finished_keys, read_rows
+from apibank_bench.runs.naming import results_dir
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench_tests"
 #: The `workerinput` key under which the controller hands each xdist worker the run's settings.
@@ -96,7 +97,7 @@ def ids_to_run(config) -> list[str]:
         raise pytest.UsageError(f"apibank: the selection is empty (check {given})")
     cases = selected_cases(config)
     if cfg.resume and not cfg.overwrite:
-        done = finished_keys(Path(cfg.results_dir))
+        done = finished_keys(Path(results_dir(cfg)))
         cases = [case for case in cases if split_case(case) not in done]
     return cases
 
@@ -105,7 +106,7 @@ def passed_keys(config) -> set[tuple[str, int]]:
     """`--lf`: the (instance, epoch) keys of this run's folder with a correct row (the tests that passed); the
     others (an error, a wrong answer, no readable row) are what failed last. Read from the folder itself:
     pytest's own memory is one per checkout, not per folder."""
-    return {row.key for row in read_rows(Path(run_config(config).results_dir)) if row.correct}
+    return {row.key for row in read_rows(Path(results_dir(run_config(config)))) if row.correct}
 
 
 def narrowing(config) -> dict:

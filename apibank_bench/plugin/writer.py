@@ -33,6 +33,7 @@ from apibank_bench.core.progress import ProgressLine, eta
 from apibank_bench.core.settings import flag
 from apibank_bench.plugin.interrupt import deferred
 from apibank_bench.plugin.keys import COMMAND_OUTPUT, MODEL, USER_PROPERTY
+from apibank_bench.runs.naming import results_dir
 
 PROGRESS_EVERY_S = 10.0  #: plain progress lines (not a terminal, or pytest's own per-test characters)
 #: More than this share of the model's answers stopping at max_tokens is worth a warning (once the run has
@@ -73,12 +74,12 @@ class Writer:
             return
         cfg = run_config(self.config)
         try:  # before anything runs: a refused run leaves the folder as it was
-            decision = decide(Path(cfg.results_dir), cfg, narrowed=bool(narrowing(self.config)))
+            decision = decide(Path(results_dir(cfg)), cfg, narrowed=bool(narrowing(self.config)))
         except FolderTaken as exc:
             raise pytest.UsageError(f"apibank: {exc}") from None
         self.keep, self.forced = decision.keep, decision.forced
         if self.keep:
-            self.say_unreadable(Path(cfg.results_dir))
+            self.say_unreadable(Path(results_dir(cfg)))
         self.to_run = ids_to_run(self.config)
         self.total = len(self.to_run)
 
@@ -173,7 +174,7 @@ class Writer:
         self.seen.add(row.key)
         if self.files is None:
             cfg = run_config(self.config)
-            self.files = RunFiles(Path(cfg.results_dir), resume=self.keep)
+            self.files = RunFiles(Path(results_dir(cfg)), resume=self.keep)
             self.record = write_record(self.files.out_dir, cfg, self.started_at, self.forced)
         with deferred():  # an interrupt now would leave a row without its trace
             self.files.append(payload["prediction"], row, payload.get("trace"))
@@ -379,6 +380,6 @@ def closing_lines(cfg, summary: dict, error_reasons: Counter | None = None, widt
     if not summary.get("complete", True):
         lines.append(f"INCOMPLETE: {summary.get('errors', 0)} instances errored and {summary.get('not_run', 0)} did "
                      f"not run; `accuracy` counts them as not correct. Rerun with {flag('resume')} to finish.")
-    lines.append(f"results: {Path(cfg.results_dir).resolve()}  (one instance: apibank-bench show ID "
-                 f"--out-dir {cfg.results_dir})")
+    lines.append(f"results: {Path(results_dir(cfg)).resolve()}  (one instance: apibank-bench show ID "
+                 f"--out-dir {results_dir(cfg)})")
     return lines

@@ -28,6 +28,7 @@ from apibank_bench.reports.compare import (Run, compare_pair, format_p, load_run
                                           significantly_worse)
 from apibank_bench.core.files import write_atomic
 from apibank_bench.runs.results import SUMMARY
+from apibank_bench.runs.naming import results_dir
 
 #: What a baseline must share with the run (of compare's MUST_AGREE: the rules of `compare.pair`;
 #: the selection may differ).
@@ -125,7 +126,7 @@ class Gate:
         if not summary:
             self.problem = "apibank gate: nothing ran, nothing to judge"
             return
-        out_dir = Path(run_config(self.config).results_dir)
+        out_dir = Path(results_dir(run_config(self.config)))
         try:
             self.verdict = judge(self.baseline, load_run(out_dir, "run"), run_config(self.config).gate_alpha)
         except (BaselineRefused, FileNotFoundError) as exc:  # a clean line and a usage error, never a traceback
