@@ -249,6 +249,7 @@ class InstancePool:
             try:
                 return future.result(timeout=remaining if remaining is None else max(remaining, 0))
             except TimeoutError:
+                assert self.time_limit is not None  # a wait without a limit never times out
                 if self.time_limit - (time.monotonic() - started - self._stops[task_id].held_s()) > 0:
                     continue  # it was held meanwhile: its time is not up yet
                 # The thread cannot be killed; it finishes in the background and its answer is discarded.

@@ -4,11 +4,19 @@ topology module is all it takes to add a choice) and the topologies' team-size r
 
 The CLI and the pytest plugin call `hand_down()` as they load, so every run's settings are resolved
 with them. Nothing here imports a registry until a choice is asked for: `--help` loads no topology.
+
+The docs' settings table is generated here, where every choice is known:
+`python -m apibank_bench.runs.setting_rules` prints it; `--write FILE` puts it between the markers of a
+markdown file (`--write-readme`: the project's README.md).
 """
 
 from __future__ import annotations
 
-from apibank_bench.core.settings import RunConfig, hand_down_choices, hand_down_rule
+import sys
+from pathlib import Path
+
+from apibank_bench.core.paths import PROJECT_ROOT
+from apibank_bench.core.settings import RunConfig, hand_down_choices, hand_down_rule, markdown_table, write_readme_table
 
 
 def _topologies() -> list[str]:
@@ -41,3 +49,17 @@ def hand_down() -> None:
     hand_down_choices("agent_kind", _agent_kinds)
     hand_down_choices("toolsearcher_scorer", _toolsearcher_scorers)
     hand_down_rule(_team_size)
+
+
+def main(argv: list[str]) -> None:
+    hand_down()
+    if "--write" in argv:
+        write_readme_table(Path(argv[argv.index("--write") + 1]))
+    elif "--write-readme" in argv:
+        write_readme_table(PROJECT_ROOT / "README.md")
+    else:
+        print(markdown_table())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

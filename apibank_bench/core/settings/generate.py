@@ -1,5 +1,6 @@
 """What the settings table generates: the pytest options, every command's flags, the options that stand
-for given values, and the docs' settings table (`python -m apibank_bench.core.settings --write FILE`)."""
+for given values, and the docs' settings table (`python -m apibank_bench.runs.setting_rules --write FILE`,
+where the choices the layers hand down are known)."""
 
 from __future__ import annotations
 
