@@ -4,7 +4,6 @@ where the choices the layers hand down are known)."""
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -34,6 +33,8 @@ FROM_TABLE = "apibank_setting"
 
 def add_command_flags(parser, command: str, skip: Iterable[str] = ()) -> None:
     """The command's settings as its flags (`--NAME`, the same in every command); unset flags stay None."""
+    import argparse  # here: importing the settings costs a command that builds no parser nothing more
+
     groups: dict[str, Any] = {}
     titles = {"run": "settings", "model": "model settings (default: the embedded local model)",
               "sweep": "where the cells run"}
