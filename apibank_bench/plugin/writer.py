@@ -323,11 +323,12 @@ def model_activity(client) -> dict:
     if client is None:
         return {}
     activity = {}
-    limiters = [getattr(one, "limiter", None) for one in getattr(client, "clients", [client])]  # a model per role
-    if limiters and None not in limiters:
+    clients = getattr(client, "clients", [client])  # a model per role
+    limiters = [one.limiter for one in clients if getattr(one, "limiter", None) is not None]
+    if limiters and len(limiters) == len(clients):
         activity["in_flight"] = sum(limiter.active for limiter in limiters)
-        limits = [getattr(limiter, "limit", None) for limiter in limiters]
-        if all(isinstance(limit, int) for limit in limits):  # learned from the endpoints (llm/limit.py)
+        limits = [limit for limit in (getattr(limiter, "limit", None) for limiter in limiters) if isinstance(limit, int)]
+        if len(limits) == len(limiters):  # learned from the endpoints (llm/limit.py)
             activity["limit"] = sum(limits)
     if isinstance(getattr(client, "waiting", None), int):  # the model layer's count of requests between retries
         activity["waiting"] = client.waiting
