@@ -14,6 +14,9 @@ from apibank_bench.commands import compare, data, manifests, optimize, report, r
 from apibank_bench.core import settings
 from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.core.paths import DataMissing
+from apibank_bench.runs.setting_rules import hand_down
+
+hand_down()  # the choices and rules of settings that name the layers' things (topologies ...)
 
 #: The subcommands, in the order `--help` lists them.
 COMMANDS = (run, sweep, show, compare, report, optimize, data, manifests, score)

@@ -66,8 +66,9 @@ def main() -> int:
     args = parser.parse_args()
 
     from apibank_bench.core.settings import resolve
+    from apibank_bench.runs.instances import instances_in_flight
 
-    in_flight = args.concurrency or resolve(lambda s: {"base_url": "http://x/v1"}.get(s.name)).instances_in_flight
+    in_flight = args.concurrency or instances_in_flight(resolve(lambda s: {"base_url": "http://x/v1"}.get(s.name)))
     instances = args.limit or 100
     rows = []
     with OpenAIStub(default=mixed, hold=args.latency, owned_by="vllm") as stub, \

@@ -1,5 +1,5 @@
 """Every command's settings come from the one table: its flags, the pytest options, the environment
-variables it reads and the README's table are all derived from `core/settings.py`, for every command."""
+variables it reads and the README's table are all derived from the table in `core/settings/`, for every command."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def test_only_the_resolver_reads_or_sets_environment_variables():
     """Other modules may hand the whole environment to a child process, never read or set a variable."""
     found = []
     for path in PACKAGE.rglob("*.py"):
-        if path == PACKAGE / "core" / "settings.py":
+        if path.parent == PACKAGE / "core" / "settings":
             continue
         for line, what in _environment_uses(ast.parse(path.read_text(encoding="utf-8"))):
             found.append(f"{path.relative_to(PROJECT_ROOT)}:{line} {what}")

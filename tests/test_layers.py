@@ -58,3 +58,61 @@ def test_no_module_imports_from_a_higher_layer():
             if top[0] == "apibank_bench" and len(top) > 1 and layers[top[1]] > mine:
                 upward.append(f"{path.relative_to(PROJECT_ROOT)}:{lineno} imports {module}")
     assert upward == []
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the string constants that are docstrings (prose, not names a module loads)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def upward_module_strings(path, package=PACKAGE) -> list[str]:
+    """The string constants (docstrings aside) of one module that name a module of a higher layer:
+    what `importlib.import_module` or a `"module:ATTR"` choice would load behind the import graph's back."""
+    layers = layer_of()
+    mine = layers[path.relative_to(package).with_suffix("").parts[0]]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    prose = _docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+            for name in re.findall(r"\bapibank_bench\.(\w+)", node.value):
+                if layers.get(name, -1) > mine:
+                    found.append(f"{path.relative_to(package)}:{node.lineno} names {node.value!r}")
+    return found
+
+
+def test_no_module_names_a_higher_layer_in_a_string():
+    """No string-loading up a layer either (core's settings once loaded five layers by `"module:ATTR"`)."""
+    found = [hit for path in PACKAGE.rglob("*.py") if path.relative_to(PACKAGE).parts != ("__init__.py",)
+             for hit in upward_module_strings(path)]
+    assert found == []
+
+
+def test_the_string_check_sees_a_module_path(tmp_path):
+    module = PACKAGE / "core" / "settings" / "table.py"
+    planted = tmp_path / "apibank_bench" / "core" / "planted.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text(module.read_text(encoding="utf-8") + '\nX = "apibank_bench.optimize.methods:METHODS"\n')
+    hits = upward_module_strings(planted, tmp_path / "apibank_bench")
+    assert [hit.split(" names ")[1] for hit in hits] == ["'apibank_bench.optimize.methods:METHODS'"]
+
+
+def test_core_names_no_topology():
+    """Which topologies exist and what a team may be is the agents layer's: core knows none by name
+    (the table's default, `single`, aside)."""
+    from apibank_bench.agents.topologies import TOPOLOGIES
+
+    names = set(TOPOLOGIES.names()) - {"single"}
+    found = []
+    for path in (PACKAGE / "core").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        prose = _docstrings(tree)
+        found += [f"{path.relative_to(PROJECT_ROOT)}:{node.lineno} {node.value!r}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and node.value in names and id(node) not in prose]
+    assert found == []

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from apibank_bench.agents.models import model_client
 from apibank_bench.core import settings
+from apibank_bench.runs.naming import results_dir
 from apibank_bench.core.paths import PROJECT_ROOT
 from apibank_bench.runs.results import read_jsonl
 from openai_stub import OpenAIStub, Reply
@@ -61,7 +62,7 @@ def test_a_fresh_run_never_replaces_another_runs_results(tmp_path):
 
 def test_default_results_folders_differ_per_model_and_team_settings():
     def folder(**values) -> str:
-        return settings.resolve(lambda s: values.get(s.name)).results_dir
+        return results_dir(settings.resolve(lambda s: values.get(s.name)))
 
     assert folder(model="A") != folder(model="B")
     assert folder(model="org/M", topology="decentralized") == "results/apibank/org_M/decentralized-n4-r2"

@@ -16,6 +16,7 @@ from apibank_bench.agents.prompts import role_prompt, visible_schemas
 from apibank_bench.agents.topologies import TOPOLOGIES, build_topology
 from apibank_bench.agents.topologies.sequential import PIPELINE
 from apibank_bench.core.settings import RunConfig
+from apibank_bench.runs.naming import results_dir
 from apibank_bench.llm import ChatClient, ModelConfig
 from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.data.tasks import get_task, render_call
@@ -223,7 +224,7 @@ def test_every_topology_and_agent_kind_on_two_instances(stub, apibank_root, topo
 
 
 def test_each_agent_kind_writes_its_own_results_folder():
-    assert RunConfig(topology="independent").results_dir.endswith("results/apibank/embedded/independent-n4")
-    assert RunConfig(topology="independent", agent_kind="sdk").results_dir.endswith(
+    assert results_dir(RunConfig(topology="independent")).endswith("results/apibank/embedded/independent-n4")
+    assert results_dir(RunConfig(topology="independent", agent_kind="sdk")).endswith(
         "results/apibank/embedded/independent_sdk-n4")
-    assert RunConfig(topology="agents_sdk").results_dir.endswith("results/apibank/embedded/agents_sdk")
+    assert results_dir(RunConfig(topology="agents_sdk")).endswith("results/apibank/embedded/agents_sdk")

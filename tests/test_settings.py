@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from apibank_bench.core import settings
+from apibank_bench.runs.naming import results_dir
 from apibank_bench.agents.models import model_config
 from apibank_bench.cli import build_parser
 from apibank_bench.commands.run import pytest_args, run_settings
@@ -26,7 +27,7 @@ def test_defaults():
     assert (cfg.level, cfg.topology, cfg.team_size, cfg.rounds, cfg.message_format) == ("all", "single", 4, 2, "freeform")
     assert cfg.cache is True and cfg.constrained is None and cfg.limit is None
     assert (cfg.temperature, cfg.top_p, cfg.max_tokens, cfg.timeout, cfg.max_retries) == (0.2, 0.9, 1024, 600.0, 5)
-    assert cfg.results_dir.endswith("results/apibank/embedded/single")
+    assert results_dir(cfg).endswith("results/apibank/embedded/single")
     assert cfg.cache_root == Path("~/.cache/apibank-bench").expanduser()
 
 
@@ -43,7 +44,7 @@ def test_lists_shards_and_gold():
                   env={"APIBANK_BASE_URL": "http://a/v1/, http://b/v1"})
     assert cfg.base_url == ["http://a/v1", "http://b/v1"]
     assert cfg.shard == (2, 3) and cfg.only == ["x", "y", "z"]
-    assert cfg.is_gold and cfg.results_dir.endswith("results/apibank/gold")
+    assert cfg.is_gold and results_dir(cfg).endswith("results/apibank/gold")
 
 
 def test_openai_variables_and_secrets():
@@ -115,7 +116,7 @@ def _table_in_readme() -> str:
 
 def test_readme_table_is_the_settings_table():
     assert _table_in_readme() == settings.markdown_table(), \
-        "regenerate it: python -m apibank_bench.core.settings --write-readme"
+        "regenerate it: python -m apibank_bench.runs.setting_rules --write-docs"
 
 
 def test_every_run_setting_is_a_pytest_option_and_an_ini_key(pytestconfig):
@@ -218,3 +219,113 @@ def test_run_turns_off_pytests_log_capture_unless_given_its_options():
     for extra in (["--log-cli-level=DEBUG"], ["-o", "log_cli=true"], ["--show-capture", "log"]):
         argv = pytest_args(parser.parse_args(["run", "--", *extra]))
         assert "no:logging" not in argv and argv[-len(extra):] == extra, extra
+
+
+def _kinds(annotation) -> set:
+    """The runtime classes a field's annotation admits (`int | None` -> {int, NoneType}, `list[str]` -> {list})."""
+    import types
+    import typing
+
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return {kind for arg in typing.get_args(annotation) for kind in _kinds(arg)}
+    return {typing.get_origin(annotation) or annotation}
+
+
+def _parsed_kind(setting) -> type:
+    """What a setting's parser gives: its return annotation, or the builtin type it is."""
+    import typing
+
+    if setting.parse in (int, float, str):
+        return setting.parse
+    returned = typing.get_type_hints(setting.parse)["return"]
+    return typing.get_origin(returned) or returned
+
+
+def test_runconfig_and_the_table_agree_field_for_row():
+    """Each run setting is declared once, as a typed RunConfig field carrying its row: the table's run rows are
+    the fields in order, and each field's type admits its default and what its parser, switch or choices give."""
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(settings.RunConfig)
+    fields = dataclasses.fields(settings.RunConfig)
+    assert [s.name for s in settings.RUN_SETTINGS] == [f.name for f in fields] == list(hints)
+    assert settings.SETTINGS[:len(fields)] == settings.RUN_SETTINGS
+    assert all(s.of_run for s in settings.RUN_SETTINGS) and not any(s.of_run for s in settings.COMMAND_SETTINGS)
+    cfg = settings.RunConfig()
+    for setting in settings.RUN_SETTINGS:
+        kinds = _kinds(hints[setting.name])
+        assert type(getattr(cfg, setting.name)) in kinds and type(setting.default) in kinds, setting.name
+        assert _parsed_kind(setting) in kinds, setting.name
+        if setting.flag:
+            assert bool in kinds, setting.name
+        if setting.many:
+            assert list in kinds, setting.name
+        if setting.choices:
+            assert str in kinds, setting.name
+
+
+def test_the_agreement_check_fails_for_a_mistyped_field(monkeypatch):
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Mistyped(settings.RunConfig):
+        team_size: str = settings.RunConfig.__dataclass_fields__["team_size"].default  # declared a str: wrong
+
+    monkeypatch.setattr(settings, "RunConfig", Mistyped)
+    with pytest.raises(AssertionError, match="team_size"):
+        test_runconfig_and_the_table_agree_field_for_row()
+
+
+def test_runconfig_is_frozen_and_its_list_defaults_are_not_shared():
+    import dataclasses
+
+    first, second = settings.RunConfig(), settings.RunConfig()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.topology = "independent"  # type: ignore[misc]
+    first.only.append("x")
+    assert second.only == [] and settings.BY_NAME["only"].default == []
+
+
+def test_fixed_choices_in_core_are_the_owning_layers_names():
+    """Choices core declares as plain names agree with the registries that own them."""
+    from apibank_bench.llm.config import SERVER_CHOICES
+    from apibank_bench.optimize.methods import METHODS
+    from apibank_bench.runs.executors import EXECUTORS
+
+    assert settings.BY_NAME["server_kind"].allowed() == settings.SERVER_KINDS == SERVER_CHOICES
+    assert settings.BY_NAME["method"].allowed() == settings.METHODS == tuple(METHODS.names())
+    assert settings.BY_NAME["executor"].allowed() == settings.EXECUTORS == tuple(EXECUTORS.names())
+
+
+def test_handed_down_choices_are_required_and_come_from_the_registries(monkeypatch):
+    from apibank_bench.agents.kinds import AGENT_KINDS
+    from apibank_bench.agents.topologies import TOPOLOGIES
+    from apibank_bench.core.settings import setting as setting_module
+
+    assert settings.BY_NAME["topology"].allowed() == tuple(TOPOLOGIES.names())
+    assert settings.BY_NAME["agent_kind"].allowed() == tuple(AGENT_KINDS.names())
+    monkeypatch.delitem(setting_module._CHOICE_SOURCES, "topology")
+    with pytest.raises(LookupError, match="--topology are handed down"):
+        resolve(options={"topology": "independent"})  # never unchecked
+
+
+def test_the_team_size_rule_is_the_topologies():
+    from apibank_bench.agents.topologies import TEAM_SIZES, check_team_size
+
+    check_team_size(settings.RunConfig(topology="independent", team_size=TEAM_SIZES[0]))
+    with pytest.raises(ValueError, match="team-size must be one of 2, 4, 8, 10, got 3"):
+        check_team_size(settings.RunConfig(topology="independent", team_size=3))
+    assert resolve(options={"team_size": "3"}).team_size == 3  # one agent: no team to size
+
+
+def test_the_table_command_writes_any_markdown_file_with_the_markers(tmp_path):
+    import subprocess
+    import sys
+
+    page = tmp_path / "settings.md"
+    page.write_text("# Settings\n\n" + settings.README_BLOCK[0] + "old" + settings.README_BLOCK[1] + "\n\nafter\n")
+    subprocess.run([sys.executable, "-m", "apibank_bench.runs.setting_rules", "--write", str(page)], check=True)
+    text = page.read_text()
+    assert text == ("# Settings\n\n" + settings.README_BLOCK[0] + settings.markdown_table() + settings.README_BLOCK[1]
+                    + "\n\nafter\n")

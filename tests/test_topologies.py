@@ -16,7 +16,8 @@ from apibank_bench.agents.sdk_agent import parameters_schema
 from apibank_bench.agents.topologies import build_topology
 from apibank_bench.agents.topologies.centralized import BRIEF, WORKER_ROLES
 from apibank_bench.agents.topologies.sequential import PIPELINE
-from apibank_bench.core.settings import TEAM_SIZES, RunConfig
+from apibank_bench.agents.topologies import TEAM_SIZES
+from apibank_bench.core.settings import RunConfig
 from apibank_bench.llm import ChatClient, ModelConfig
 from apibank_bench.data.tasks import get_task
 from tests.openai_stub import OpenAIStub, Reply, correct, error, tool_call

@@ -19,7 +19,7 @@ class FrozenDict(dict):
     __setitem__ = __delitem__ = __ior__ = _refuse
     pop = popitem = clear = update = setdefault = _refuse
 
-    def __hash__(self):  # type: ignore[override]
+    def __hash__(self):
         return hash(tuple(sorted(self.items(), key=repr)))
 
     def __reduce__(self):
@@ -34,7 +34,7 @@ class FrozenList(list):
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
     append = extend = insert = pop = remove = clear = sort = reverse = _refuse
 
-    def __hash__(self):  # type: ignore[override]
+    def __hash__(self):
         return hash(tuple(self))
 
     def __reduce__(self):

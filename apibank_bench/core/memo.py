@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from functools import cache, wraps
-from typing import Callable, TypeVar
+from typing import Callable, TypeVar, cast
 
 F = TypeVar("F", bound=Callable)
 
@@ -19,5 +19,4 @@ def load_once(function: F) -> F:
         with lock:
             return cached(*args)
 
-    wrapper.cache_clear = cached.cache_clear
-    return wrapper
+    return cast(F, wrapper)

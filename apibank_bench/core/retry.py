@@ -41,7 +41,8 @@ class RetryPolicy:
     def wait(self, state: tenacity.RetryCallState) -> float:
         exponential = tenacity.wait_exponential(multiplier=self.base_delay, max=self.max_delay)
         backoff = (exponential + tenacity.wait_random(0, self.base_delay))(state)
-        return min(self.max_delay, max(backoff, self.hinted_wait(state.outcome.exception())))
+        failed = state.outcome.exception() if state.outcome is not None else None  # set once an attempt ended
+        return min(self.max_delay, max(backoff, self.hinted_wait(failed)))
 
     def retrying(self) -> tenacity.Retrying:
         """A tenacity controller; the last error is re-raised as is when attempts run out."""

@@ -74,8 +74,10 @@ def main(args: argparse.Namespace) -> int:
     refusal = grid.check_cell(cell, args.allow_any_cell)
     if refusal:
         return _fail(refusal)
-    if args.topology != "single" and args.team_size not in settings.TEAM_SIZES:
-        return _fail(f"--team-size must be one of {settings.TEAM_SIZES}, got {args.team_size}")
+    from apibank_bench.agents.topologies import TEAM_SIZES
+
+    if args.topology != "single" and args.team_size not in TEAM_SIZES:
+        return _fail(f"--team-size must be one of {TEAM_SIZES}, got {args.team_size}")
     from apibank_bench.agents.models import EndpointUnreachable
     from apibank_bench.llm import ModelError
     from apibank_bench.optimize.job import JobError, run

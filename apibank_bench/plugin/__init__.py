@@ -10,6 +10,9 @@ from typing import Any
 import pytest
 
 from apibank_bench.core import settings
+from apibank_bench.runs.setting_rules import hand_down
+
+hand_down()  # the choices and rules of settings that name the layers' things (topologies ...)
 
 LAST_FAILED = "apibank_last_failed"  #: the option attribute `--lf` becomes on a benchmark run (cmdline_main)
 

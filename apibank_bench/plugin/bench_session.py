@@ -22,6 +22,7 @@ from apibank_bench.plugin.progress import Progress
 from apibank_bench.plugin.xdist_share import XdistParts
 from apibank_bench.runs.benchmark_run import BenchmarkRun, EmptySelection
 from apibank_bench.runs.epochs import split_case
+from apibank_bench.runs.naming import results_dir
 
 ENDPOINT_UNREACHABLE = ExitCode.UNREACHABLE  #: the exit status of a run whose endpoint nobody answers
 STOPPED = "apibank: not run: "  #: how a test skipped because the run stopped gives its reason
@@ -90,7 +91,7 @@ class BenchSession(XdistParts):
         if found:
             from apibank_bench.runs.results import PREDICTIONS, RESULTS, UNREADABLE
 
-            self.say(f"apibank: {cfg.results_dir}: unreadable (half-written or corrupted): {', '.join(found)}; kept "
+            self.say(f"apibank: {results_dir(cfg)}: unreadable (half-written or corrupted): {', '.join(found)}; kept "
                      f"in {RESULTS}{UNREADABLE} / {PREDICTIONS}{UNREADABLE}, their instances have no row and count "
                      "as not run", yellow=True)
         self.config.hook.pytest_apibank_run_started(run=self.run)
@@ -178,7 +179,7 @@ class BenchSession(XdistParts):
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
         if not keep and not is_xdist_worker(session):
-            self.say(f"apibank: --lf: {self.run.cfg.results_dir} holds a correct row for every instance of this "
+            self.say(f"apibank: --lf: {results_dir(self.run.cfg)} holds a correct row for every instance of this "
                      "selection: nothing failed, nothing to run", yellow=True)
 
     @pytest.hookimpl(trylast=True)

@@ -25,7 +25,8 @@ from apibank_bench.core.interrupt import deferred
 from apibank_bench.data.manifests import select
 from apibank_bench.runs.epochs import run_cases, split_case
 from apibank_bench.runs.folder import decide, write_record
-from apibank_bench.runs.instances import InstancePool, InstanceResult, RunStopped
+from apibank_bench.runs.instances import InstancePool, InstanceResult, RunStopped, instances_in_flight
+from apibank_bench.runs.naming import results_dir
 from apibank_bench.runs.provenance import now
 from apibank_bench.runs.results import (PREDICTIONS, RESULTS, RunFiles, finished_keys, read_rows, read_summary,
                                         unreadable_lines)
@@ -91,13 +92,13 @@ class BenchmarkRun:
             raise EmptySelection(f"the selection is empty (check {given})")
         cases = self.cases()
         if self.cfg.resume and not self.cfg.overwrite:
-            done = finished_keys(Path(self.cfg.results_dir))
+            done = finished_keys(Path(results_dir(self.cfg)))
             cases = [case for case in cases if split_case(case) not in done]
         return cases
 
     def passed_keys(self) -> set[tuple[str, int]]:
         """`--lf`: the (instance, epoch) keys of the folder with a correct row; the others failed last."""
-        return {row.key for row in read_rows(Path(self.cfg.results_dir)) if row.correct}
+        return {row.key for row in read_rows(Path(results_dir(self.cfg))) if row.correct}
 
     def deselected(self) -> list[str]:
         """Cases of the selection that pytest did not collect (`-k`, `--deselect`, `--lf`, test IDs)."""
@@ -116,7 +117,7 @@ class BenchmarkRun:
     def open_folder(self) -> None:
         """Decide, before anything runs, whether this run may write its folder (runs.folder.decide raises
         FolderTaken), and what it runs."""
-        decision = decide(Path(self.cfg.results_dir), self.cfg, narrowed=bool(self.narrowing))
+        decision = decide(Path(results_dir(self.cfg)), self.cfg, narrowed=bool(self.narrowing))
         self.keep, self.forced = decision.keep, decision.forced
         self.to_run = self.cases_to_run()
         self.total = len(self.to_run)
@@ -125,7 +126,7 @@ class BenchmarkRun:
         """Lines of a kept folder that cannot be read (`results.jsonl line 7`): set aside when this run writes."""
         if not self.keep:
             return []
-        out_dir = Path(self.cfg.results_dir)
+        out_dir = Path(results_dir(self.cfg))
         return [f"{name} line {number}" for name in (RESULTS, PREDICTIONS) for number in unreadable_lines(out_dir / name)]
 
     # -- rows --------------------------------------------------------------------------------
@@ -137,7 +138,7 @@ class BenchmarkRun:
             return None
         self.seen.add(row.key)
         if self.files is None:
-            self.files = RunFiles(Path(self.cfg.results_dir), resume=self.keep)
+            self.files = RunFiles(Path(results_dir(self.cfg)), resume=self.keep)
             self.record = write_record(self.files.out_dir, self.cfg, self.started_at, self.forced)
         with deferred():  # an interrupt now would leave a row without its trace
             self.files.append(payload["prediction"], row, payload.get("trace"))
@@ -177,7 +178,7 @@ class BenchmarkRun:
 
         cfg = self.cfg
         self.pool = InstancePool(load or (lambda task_id: get_task(task_id, root=scorer.root)), solver, scorer,
-                                 concurrency=cfg.instances_in_flight, time_limit=cfg.instance_timeout or None)
+                                 concurrency=instances_in_flight(cfg), time_limit=cfg.instance_timeout or None)
         if self.model is not None:
             self.model.breaker.on_trip(self.pool.stop)
         self.pool.start(cases)

@@ -10,6 +10,7 @@ from apibank_bench.core.settings import flag
 from apibank_bench.runs.results import RESULTS, UNREADABLE
 from apibank_bench.runs.summary import table_lines
 from apibank_bench.runs.team import protocol_words
+from apibank_bench.runs.naming import results_dir
 
 
 def closing_lines(cfg, summary: dict, error_reasons: Counter | None = None, width: int = 80) -> list[str]:
@@ -45,6 +46,6 @@ def closing_lines(cfg, summary: dict, error_reasons: Counter | None = None, widt
     if not summary.get("complete", True):
         lines.append(f"INCOMPLETE: {summary.get('errors', 0)} instances errored and {summary.get('not_run', 0)} did "
                      f"not run; `accuracy` counts them as not correct. Rerun with {flag('resume')} to finish.")
-    lines.append(f"results: {Path(cfg.results_dir).resolve()}  (one instance: apibank-bench show ID "
-                 f"--out-dir {cfg.results_dir})")
+    lines.append(f"results: {Path(results_dir(cfg)).resolve()}  (one instance: apibank-bench show ID "
+                 f"--out-dir {results_dir(cfg)})")
     return lines

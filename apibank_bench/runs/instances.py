@@ -19,7 +19,7 @@ from apibank_bench.agents import Solution, Solver
 from apibank_bench.agents.chat_agent import solving_epoch
 from apibank_bench.llm.stop import InstanceStop, instance_scope
 from apibank_bench.core.redact import redact
-from apibank_bench.core.settings import flag
+from apibank_bench.core.settings import RunConfig, flag
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.runs.results import records
 from apibank_bench.runs.row import ResultRow
@@ -31,6 +31,14 @@ from apibank_bench.data.tasks import Task
 #: One scoring at a time per process: it is CPU-bound (no gain from threads under the GIL), and each
 #: scoring holds its own environment's database copies, so 32 at once would multiply the memory.
 _SCORING = threading.Lock()
+
+
+def instances_in_flight(cfg: RunConfig) -> int:
+    """`concurrency`, else 32 for a remote endpoint and 1 for the embedded model (2 CPU cores
+    serve one completion at a time) and the gold self-check (CPU-bound)."""
+    if cfg.concurrency:
+        return cfg.concurrency
+    return 32 if cfg.base_url and not cfg.is_gold else 1
 
 
 @dataclass
@@ -241,6 +249,7 @@ class InstancePool:
             try:
                 return future.result(timeout=remaining if remaining is None else max(remaining, 0))
             except TimeoutError:
+                assert self.time_limit is not None  # a wait without a limit never times out
                 if self.time_limit - (time.monotonic() - started - self._stops[task_id].held_s()) > 0:
                     continue  # it was held meanwhile: its time is not up yet
                 # The thread cannot be killed; it finishes in the background and its answer is discarded.

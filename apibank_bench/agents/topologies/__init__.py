@@ -22,6 +22,17 @@ def _load_modules() -> None:
 
 TOPOLOGIES.load_with(_load_modules)
 
+#: The team sizes a team topology is built for (the reference's).
+TEAM_SIZES = (2, 4, 8, 10)
+
+
+def check_team_size(cfg) -> None:
+    """A team topology takes only `TEAM_SIZES` (the settings' resolution runs this rule)."""
+    from apibank_bench.core.settings import flag
+
+    if cfg.topology != "single" and cfg.team_size not in TEAM_SIZES:
+        raise ValueError(f"{flag('team_size')} must be one of {', '.join(map(str, TEAM_SIZES))}, got {cfg.team_size}")
+
 
 def build_topology(cfg, model):
     """The solver of `cfg.topology` (with `cfg.agent_kind` agents) over the run's shared model client.

@@ -1,0 +1,31 @@
+"""Where a run's results go when the user names no folder: a folder per model and per the settings
+most often varied, so that two runs a user is likely to make one after the other do not meet in one
+folder (one run per results folder)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from apibank_bench.core.settings import RunConfig
+
+
+def results_dir(cfg: RunConfig) -> str:
+    """`out_dir`, else
+    `results/apibank/<model>/<topology>[_<kind>][-n<team size>][-r<rounds>][-<format>][-seed<seed>]`
+    (`results/apibank/gold` for the self-check)."""
+    if cfg.out_dir:
+        return cfg.out_dir
+    if cfg.is_gold:
+        return os.path.join("results", "apibank", "gold")
+    plain = cfg.agent_kind == "chat" or cfg.topology == "agents_sdk"
+    name = cfg.topology if plain else f"{cfg.topology}_{cfg.agent_kind}"
+    if cfg.team_protocol != "topology":
+        name += f"_{cfg.team_protocol}"
+    team = cfg.topology not in ("single", "agents_sdk")
+    if team:
+        name += f"-n{cfg.team_size}" + (f"-r{cfg.rounds}" if cfg.topology == "decentralized" else "")
+        name += "" if cfg.message_format == "freeform" else f"-{cfg.message_format}"
+    name += f"-seed{cfg.seed}" if cfg.seed else ""
+    model = re.sub(r"[^A-Za-z0-9._-]+", "_", cfg.model or "embedded").strip("._") or "model"
+    return os.path.join("results", "apibank", model, name)
