@@ -122,8 +122,9 @@ class Router:
             return min(allowed, key=lambda e: e.back_at)
         if len(live) > 1:
             live = [e for e in live if e.url != avoid] or live
-        measured = [e for e in self.endpoints.values() if e.ewma_s is not None]
-        fastest = (min(e.ewma_s for e in measured), min(e.per_request_s for e in measured)) if measured else (1.0, 1.0)
+        measured = [(e.ewma_s, e.per_request_s) for e in self.endpoints.values()
+                    if e.ewma_s is not None and e.per_request_s is not None]  # (both set by a success)
+        fastest = (min(m[0] for m in measured), min(m[1] for m in measured)) if measured else (1.0, 1.0)
         # ties: an unmeasured endpoint first (so each gets measured), then the order given
         return min(live, key=lambda e: (self._cost(e, now, fastest), e.ewma_s is not None))
 
@@ -146,13 +147,13 @@ class Router:
     def _finish(self, endpoint: Endpoint, token: object, latency: float, sharing: int,
                 exc: BaseException | None) -> None:
         with self._lock:
-            sharing = (sharing + endpoint.outstanding) / 2  # at its start and at its end
+            shared = (sharing + endpoint.outstanding) / 2  # requests in flight with it: at its start and at its end
             del endpoint.started[token]
             endpoint.requests += 1
             endpoint.latency_total_s += latency
             if exc is None:
                 endpoint.ewma_s = _average(endpoint.ewma_s, latency)
-                endpoint.per_request_s = _average(endpoint.per_request_s, latency / sharing)
+                endpoint.per_request_s = _average(endpoint.per_request_s, latency / shared)
                 endpoint.failures_in_row = endpoint.ejected_in_row = 0
                 return
             endpoint.errors += 1
