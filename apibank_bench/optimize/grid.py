@@ -51,7 +51,7 @@ class Cell:
 
 def cell(method: str, topology: str, model: str | None, seed: int, aliases: Mapping[str, str]) -> Cell:
     """The cell these arguments name: an alias resolves to its model; a model name finds its alias."""
-    if model in aliases:
+    if model is not None and model in aliases:
         return Cell(method, topology, aliases[model], model, seed)
     alias = next((name for name, target in aliases.items() if target == model), None)
     return Cell(method, topology, model, alias, seed)
