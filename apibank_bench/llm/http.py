@@ -183,7 +183,7 @@ def status_error(response: ErrorAnswer) -> APIStatusError:
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
     """A 3xx is the answer, as with the SDK's client: a chat request is not re-sent elsewhere."""
 
-    def redirect_request(self, *args, **kwargs):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None  # urllib then raises the 3xx as an HTTPError
 
 
