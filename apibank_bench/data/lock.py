@@ -170,7 +170,8 @@ def _worth_retrying(exc: BaseException) -> bool:
     return isinstance(exc, (OSError, http.client.HTTPException))  # URLError, timeouts, resets, short bodies
 
 
-def _download(opener: urllib.request.OpenerDirector, url: str, item: LockedFile, target: Path, attempts: int, backoff: float) -> int:
+def _download(opener: urllib.request.OpenerDirector, url: str, item: LockedFile, target: Path, attempts: int,
+              backoff: float) -> int:
     """One file, under the suite's retry policy (tenacity's): `attempts` tries, doubling pauses."""
     policy = RetryPolicy(max_retries=attempts - 1, base_delay=backoff, retryable=_worth_retrying)
     try:

@@ -219,7 +219,8 @@ def optimize(ctx: Context) -> dict[str, str]:
 
     seed_program = Team(bridge)
 
-    def examples(task_ids: Iterable[str]) -> list[dspy.Example]:  # the seed team's runs give each task its dialogue and gold call
+    # the seed team's runs give each task its dialogue and gold call
+    def examples(task_ids: Iterable[str]) -> list[dspy.Example]:
         rollouts = bridge.run(seed_program.prompts(), list(task_ids))
         return [dspy.Example(task_id=r.task_id, dialogue=clip(r.dialogue, _DEMO_CLIP), answer=r.gold_call)
                 .with_inputs("task_id") for r in rollouts]
