@@ -29,7 +29,7 @@ from apibank_bench.llm.http import APIConnectionError, APIStatusError, ChatEndpo
 from apibank_bench.llm.limit import INITIAL, WIDE_INITIAL, Limiter
 from apibank_bench.core.text import SURROGATES
 from apibank_bench.llm.retry import RetryPolicy, is_retryable
-from apibank_bench.llm.router import Router
+from apibank_bench.llm.router import EndpointReport, Router
 from apibank_bench.llm.stop import Breaker, Stopped, current_instance
 
 #: Placeholder key for local servers, which accept any key (some servers want the header).
@@ -182,7 +182,7 @@ class ChatClient:
                            for url in config.base_urls}
         self.router = Router(config.base_urls, config.routing)
 
-    def endpoint_report(self) -> dict[str, dict]:
+    def endpoint_report(self) -> dict[str, EndpointReport]:
         """Per endpoint: the router's counts and, under `in_flight_limit`, how the learned limit moved
         (one record per process: `merge_snapshots` joins the workers')."""
         limits = self.limiter.report()
