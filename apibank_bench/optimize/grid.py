@@ -12,11 +12,21 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, TypedDict
+
+
+class Grid(TypedDict):
+    """data/optimize_grid.json: the experiment grid."""
+
+    about: str
+    dataset: str
+    methods: dict[str, list[str]]  #: method -> the topologies it runs
+    models: dict[str, str]  #: alias -> model name
+    seeds: list[int]
 
 
 @cache
-def load_grid() -> dict:
+def load_grid() -> Grid:
     return json.loads(resources.files("apibank_bench").joinpath("data", "optimize_grid.json").read_text("utf-8"))
 
 
