@@ -21,7 +21,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import NotRequired, TextIO, TypedDict
 
 from apibank_bench.core.paths import LOCK_FILE, VENDORED_ROOT
 from apibank_bench.core.retry import RetryPolicy
@@ -36,6 +36,15 @@ TIMEOUT = 60  #: seconds without a byte before a try counts as failed
 PART_SUFFIX = ".part"
 
 
+class Source(TypedDict):
+    """A repository the locked files come from (the lock's `sources`)."""
+
+    repository: str  #: owner/name on GitHub
+    commit: str
+    subdir: str  #: where the api-bank layout is inside it
+    why: NotRequired[str]  #: why this source, when it is not the obvious one
+
+
 @dataclass(frozen=True)
 class LockedFile:
     path: str  #: path under the data root (upstream's api-bank layout)
@@ -46,7 +55,7 @@ class LockedFile:
 
 @dataclass(frozen=True)
 class Lock:
-    sources: dict
+    sources: dict[str, Source]
     files: tuple[LockedFile, ...]
 
     @classmethod
@@ -103,7 +112,7 @@ class FetchError(RuntimeError):
     """A locked file could not be downloaded, or arrived different; the message names it."""
 
 
-def file_url(base: str, source: dict, source_path: str) -> str:
+def file_url(base: str, source: Source, source_path: str) -> str:
     """`<base>/<owner>/<repo>/<commit>/<path>`: GitHub's raw-file layout, which a mirror copies."""
     return f"{base}/{source['repository']}/{source['commit']}/{urllib.parse.quote(source_path)}"
 
