@@ -54,6 +54,17 @@ def test_a_tool_call_answer_is_cached_with_its_tool_calls(stub, tmp_path):
     assert len(stub.chat_requests) == 1
 
 
+def test_a_cache_hit_gives_back_the_answer_it_kept(stub, tmp_path):
+    stub.push(Reply(text="[GetToday()]", finish_reason="length"))
+    client = client_for(stub.url, tmp_path)
+    first = client.complete(MESSAGES)
+    again = client_for(stub.url, tmp_path).complete(MESSAGES)  # another client: read from the disk
+    kept = ("text", "prompt_tokens", "completion_tokens", "base_url", "finish_reason", "tool_calls")
+    assert {name: getattr(again, name) for name in kept} == {name: getattr(first, name) for name in kept}
+    assert first.prompt_tokens > 0 and first.finish_reason == "length" and first.base_url == stub.url
+    assert again.cached and again.attempts == 0 and not first.cached and len(stub.chat_requests) == 1
+
+
 def test_a_cache_folder_that_is_a_file_costs_no_answer_and_warns_once(stub, tmp_path):
     blocker = tmp_path / "cache"
     blocker.write_text("not a folder")

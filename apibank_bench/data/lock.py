@@ -21,6 +21,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NotRequired, TextIO, TypedDict
 
 from apibank_bench.core.paths import LOCK_FILE, VENDORED_ROOT
 from apibank_bench.core.retry import RetryPolicy
@@ -35,6 +36,15 @@ TIMEOUT = 60  #: seconds without a byte before a try counts as failed
 PART_SUFFIX = ".part"
 
 
+class Source(TypedDict):
+    """A repository the locked files come from (the lock's `sources`)."""
+
+    repository: str  #: owner/name on GitHub
+    commit: str
+    subdir: str  #: where the api-bank layout is inside it
+    why: NotRequired[str]  #: why this source, when it is not the obvious one
+
+
 @dataclass(frozen=True)
 class LockedFile:
     path: str  #: path under the data root (upstream's api-bank layout)
@@ -45,7 +55,7 @@ class LockedFile:
 
 @dataclass(frozen=True)
 class Lock:
-    sources: dict
+    sources: dict[str, Source]
     files: tuple[LockedFile, ...]
 
     @classmethod
@@ -102,7 +112,7 @@ class FetchError(RuntimeError):
     """A locked file could not be downloaded, or arrived different; the message names it."""
 
 
-def file_url(base: str, source: dict, source_path: str) -> str:
+def file_url(base: str, source: Source, source_path: str) -> str:
     """`<base>/<owner>/<repo>/<commit>/<path>`: GitHub's raw-file layout, which a mirror copies."""
     return f"{base}/{source['repository']}/{source['commit']}/{urllib.parse.quote(source_path)}"
 
@@ -110,7 +120,7 @@ def file_url(base: str, source: dict, source_path: str) -> str:
 class Progress:
     """Files done of total and megabytes, redrawn in place on a terminal (silent otherwise)."""
 
-    def __init__(self, total: int, stream=None):
+    def __init__(self, total: int, stream: TextIO | None = None):
         self.total, self.done, self.bytes = total, 0, 0
         self.stream = stream or sys.stderr
         self.live = self.stream.isatty()
@@ -137,7 +147,7 @@ def _is_installed(dest: Path, item: LockedFile) -> bool:
     return target.is_file() and sha256_of(target) == item.sha256
 
 
-def _download_once(opener, url: str, item: LockedFile, target: Path) -> int:
+def _download_once(opener: urllib.request.OpenerDirector, url: str, item: LockedFile, target: Path) -> int:
     """Stream `url` into a hidden file beside `target`, check its sha256, then rename it into place."""
     try:
         response = opener.open(url, timeout=TIMEOUT)
@@ -169,7 +179,8 @@ def _worth_retrying(exc: BaseException) -> bool:
     return isinstance(exc, (OSError, http.client.HTTPException))  # URLError, timeouts, resets, short bodies
 
 
-def _download(opener, url: str, item: LockedFile, target: Path, attempts: int, backoff: float) -> int:
+def _download(opener: urllib.request.OpenerDirector, url: str, item: LockedFile, target: Path, attempts: int,
+              backoff: float) -> int:
     """One file, under the suite's retry policy (tenacity's): `attempts` tries, doubling pauses."""
     policy = RetryPolicy(max_retries=attempts - 1, base_delay=backoff, retryable=_worth_retrying)
     try:

@@ -73,7 +73,8 @@ def unknown_ids_message(unknown: list[str], ids: list[str], level: str, director
     return f"{flag('only')}: not in the selection: {', '.join(unknown)} ({where}{others}){hint}"
 
 
-def load_selection(level="all", limit=None, offset=0, only=None, root=None,
+def load_selection(level: str | int | None = "all", limit: int | None = None, offset: int = 0,
+                   only: Iterable[str] | None = None, root: str | Path | None = None,
                    directory: Path = MANIFEST_DIR) -> list[Task]:
     return get_tasks(select(level, limit, offset, only, directory), root)
 

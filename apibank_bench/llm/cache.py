@@ -20,7 +20,7 @@ import os
 import threading
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from apibank_bench.core.files import write_atomic
 
@@ -51,6 +51,20 @@ def _is_answer(entry: Any, key: str) -> bool:
     )
 
 
+class CachedAnswer(TypedDict, total=False):
+    """An entry: one request (the body as sent) and its answer (`completion.Completion` writes and reads it)."""
+
+    key: str  #: added when written
+    request: dict[str, Any]
+    text: Required[str]
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    base_url: str
+    finish_reason: str | None
+    tool_calls: list[dict[str, str]]
+
+
 class ResponseCache:
     def __init__(self, directory: str | os.PathLike[str]):
         self.directory = Path(directory)
@@ -58,7 +72,7 @@ class ResponseCache:
     def path(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str) -> CachedAnswer | None:
         """The stored entry, or None: missing, unreadable and malformed entries are all misses."""
         try:
             with open(self.path(key), encoding="utf-8") as f:
@@ -72,7 +86,7 @@ class ResponseCache:
             return None
         return entry if _is_answer(entry, key) else None
 
-    def put(self, key: str, entry: dict[str, Any]) -> bool:
+    def put(self, key: str, entry: CachedAnswer) -> bool:
         """Store an entry (replacing any old one); False, with a warning, if the disk refused."""
         try:
             self._write(key, entry)
@@ -81,7 +95,7 @@ class ResponseCache:
             return False
         return True
 
-    def _write(self, key: str, entry: dict[str, Any]) -> None:
+    def _write(self, key: str, entry: CachedAnswer) -> None:
         target = self.path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
         # ASCII escapes: a lone surrogate in an answer cannot be written as UTF-8.

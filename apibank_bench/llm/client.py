@@ -7,7 +7,7 @@ caller of one client, Agents SDK agents included: requests beyond what the serve
 once wait here, not in its queue; it backs off on 429, 503 and resets), one
 request for identical requests in flight at once, the choice among several base URLs
 (`router.py`: by load, a retry elsewhere), per-call token/latency accounting and the
-on-disk response cache (a hit makes no HTTP request), and
+on-disk response cache (a hit makes no HTTP request; `completion.py` reads an answer from either), and
 early stops (`stop.py`): the run's circuit breaker and one instance's stop end retries at once;
 answers are cached per deployment.
 """
@@ -24,33 +24,16 @@ from typing import Any, Callable, Sequence
 from apibank_bench.core.redact import redact
 from apibank_bench.llm.cache import ResponseCache, request_key
 from apibank_bench.llm.config import ModelConfig
-from apibank_bench.llm.http import (APIConnectionError, APIStatusError, ChatEndpoint, ConnectionClosed,
-                                   MalformedResponse, RateLimitError)
+from apibank_bench.llm.completion import Completion, read_completion
+from apibank_bench.llm.http import APIConnectionError, APIStatusError, ChatEndpoint, ConnectionClosed, RateLimitError
 from apibank_bench.llm.limit import INITIAL, WIDE_INITIAL, Limiter
 from apibank_bench.core.text import SURROGATES
 from apibank_bench.llm.retry import RetryPolicy, is_retryable
-from apibank_bench.llm.router import Router
+from apibank_bench.llm.router import EndpointReport, Router
 from apibank_bench.llm.stop import Breaker, Stopped, current_instance
 
 #: Placeholder key for local servers, which accept any key (some servers want the header).
 NO_KEY = "sk-no-key"
-
-
-@dataclass
-class Completion:
-    """The outcome of one `ChatClient.complete` call (also attached to a ModelError)."""
-
-    text: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    latency_s: float = 0.0  # wall time of the whole call, retries and waits included
-    cached: bool = False
-    attempts: int = 0  # HTTP requests made (0 for a cache hit)
-    base_url: str = ""  # the URL that answered (or failed last)
-    error: str | None = None
-    finish_reason: str | None = None
-    tool_calls: list[dict[str, str]] = field(default_factory=list)  # [{name, arguments (JSON text)}], in order
-    stopped: str | None = None  # "run" or "instance": not asked (or retried) because that stopped
 
 
 class ModelError(Exception):
@@ -134,11 +117,6 @@ def _sendable(value: Any) -> Any:
     return value
 
 
-def _count(value: Any) -> int:
-    """A token count as reported, or 0 when it is missing or not a count."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
 #: Statuses that say the endpoint is overloaded (or a proxy in front of it is): fewer requests in flight.
 CONGESTION_STATUSES = (429, 502, 503, 504)
 
@@ -195,7 +173,7 @@ class ChatClient:
         self.waiting = 0  #: requests waiting to retry now (the progress line shows them)
         self.abandoned: str | None = None  #: why every request was abandoned (`abandon`), once they were
         self._waiting_lock = threading.Lock()
-        self._in_flight: dict[str, Future] = {}  # cache key -> the request being made for it
+        self._in_flight: dict[str, Future[Completion]] = {}  # cache key -> the request being made for it
         self._in_flight_lock = threading.Lock()
         self.stats = UsageStats()
         self.closed = ClosedConnections()
@@ -204,7 +182,7 @@ class ChatClient:
                            for url in config.base_urls}
         self.router = Router(config.base_urls, config.routing)
 
-    def endpoint_report(self) -> dict[str, dict]:
+    def endpoint_report(self) -> dict[str, EndpointReport]:
         """Per endpoint: the router's counts and, under `in_flight_limit`, how the learned limit moved
         (one record per process: `merge_snapshots` joins the workers')."""
         limits = self.limiter.report()
@@ -292,16 +270,7 @@ class ChatClient:
         if self.cache is not None:
             entry = self.cache.get(key)
             if entry is not None:
-                completion = Completion(
-                    text=entry["text"],
-                    prompt_tokens=entry.get("prompt_tokens", 0),
-                    completion_tokens=entry.get("completion_tokens", 0),
-                    latency_s=time.monotonic() - started,
-                    cached=True,
-                    base_url=entry.get("base_url", ""),
-                    finish_reason=entry.get("finish_reason"),
-                    tool_calls=entry.get("tool_calls") or [],
-                )
+                completion = Completion.from_cache(entry, time.monotonic() - started)
                 self.stats.add(completion)
                 return completion
 
@@ -313,16 +282,7 @@ class ChatClient:
                 instance.fail(completion.error)  # the instance is an error row: its other requests stop
             raise ModelError(completion.error, completion)
         if self.cache is not None and (completion.text or completion.tool_calls):  # an empty answer is asked again
-            self.cache.put(key, {
-                "request": body,
-                "text": completion.text,
-                "prompt_tokens": completion.prompt_tokens,
-                "completion_tokens": completion.completion_tokens,
-                "latency_s": completion.latency_s,
-                "base_url": completion.base_url,
-                "finish_reason": completion.finish_reason,
-                "tool_calls": completion.tool_calls,
-            })
+            self.cache.put(key, completion.cache_entry(body))
         return completion
 
     def _request_once(self, key: str, body: dict[str, Any], started: float) -> Completion:
@@ -333,7 +293,7 @@ class ChatClient:
         with self._in_flight_lock:
             pending = self._in_flight.get(key)
             owner = pending is None
-            if owner:
+            if pending is None:
                 pending = self._in_flight[key] = Future()
         if not owner:
             shared = pending.result()
@@ -366,7 +326,7 @@ class ChatClient:
                 url = slot.url
                 sent = self.breaker.sent()  # the request's clock (and its timeout's) starts now, not while waiting
                 try:
-                    completion = self._read(self._endpoints[url].create(sent_body), url, attempts, started)
+                    completion = read_completion(self._endpoints[url].create(sent_body), url, attempts, started)
                 except BaseException as exc:
                     if self.abandoned:  # cut off by `abandon`: not the endpoint's failure, nor congestion
                         self.breaker.done(sent, throttled=True)  # (counted as neither success nor failure)
@@ -392,30 +352,3 @@ class ChatClient:
                 error = f"gave up after {attempts} attempts: {error}"
             return Completion(text="", latency_s=time.monotonic() - started, attempts=attempts,
                               base_url=url, error=error)
-
-    @staticmethod
-    def _read(response: Any, url: str, attempts: int, started: float) -> Completion:
-        """The Completion in a chat completion's JSON; MalformedResponse if it is not one."""
-        try:
-            choice = response["choices"][0]
-            message = choice["message"]
-            text = message.get("content") or ""
-            if not isinstance(text, str):
-                raise TypeError(text)
-            finish_reason = choice.get("finish_reason")
-            tool_calls = [{"name": call["function"]["name"], "arguments": call["function"].get("arguments") or ""}
-                          for call in message.get("tool_calls") or () if call.get("function")]
-            usage = response.get("usage")
-        except (AttributeError, IndexError, TypeError, KeyError):
-            raise MalformedResponse(f"malformed chat completion: {str(response)[:200]!r}") from None
-        usage = usage if isinstance(usage, dict) else {}  # usage is optional: a server may leave it out
-        return Completion(
-            text=text,
-            prompt_tokens=_count(usage.get("prompt_tokens")),
-            completion_tokens=_count(usage.get("completion_tokens")),
-            latency_s=time.monotonic() - started,
-            attempts=attempts,
-            base_url=url,
-            finish_reason=finish_reason,
-            tool_calls=tool_calls,
-        )

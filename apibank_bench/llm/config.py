@@ -59,8 +59,9 @@ def server_kind_of(setting: str, models: Any) -> tuple[str, str]:
     data = models.get("data") if isinstance(models, dict) else None
     owners = sorted({str(item.get("owned_by")) for item in data or () if isinstance(item, dict)})
     kinds = {OWNERS.get(owner.lower()) for owner in owners}
-    if len(kinds) == 1 and None not in kinds:
-        return kinds.pop(), f"/v1/models owned_by {owners[0]!r}"
+    kind = kinds.pop() if len(kinds) == 1 else None  # one owner, and a known one
+    if kind is not None:
+        return kind, f"/v1/models owned_by {owners[0]!r}"
     return "openai", (f"/v1/models owned_by {owners!r}: not a known server" if owners
                       else "/v1/models names no owner")
 

@@ -36,11 +36,13 @@ import http.client
 import json
 import re
 import socket
+import ssl
 import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Mapping
+from email.message import Message
+from typing import Any, Callable, Mapping
 
 #: How much of an error's body the message keeps (an HTML error page can be long).
 ERROR_BODY_CHARS = 500
@@ -74,7 +76,7 @@ class ErrorAnswer:
     """A non-2xx answer, as much of it as the error and the retry policy read."""
 
     status_code: int
-    headers: Mapping[str, str]  #: case-insensitive in practice (an `email.message.Message`)
+    headers: Mapping[str, str] | Message  #: a Message (urllib's) is case-insensitive
     text: str
 
 
@@ -181,7 +183,7 @@ def status_error(response: ErrorAnswer) -> APIStatusError:
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
     """A 3xx is the answer, as with the SDK's client: a chat request is not re-sent elsewhere."""
 
-    def redirect_request(self, *args, **kwargs):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None  # urllib then raises the 3xx as an HTTPError
 
 
@@ -222,10 +224,12 @@ def _shut(sock: socket.socket) -> None:
         pass
 
 
-class _Tracked:
+class _TrackedHTTP(http.client.HTTPConnection):
     """A connection that registers its sockets (the TCP one, then the TLS one over it) with its request's
     endpoint: urllib hands the socket to the response and drops it from the connection, so the connection
     itself could not be closed later."""
+
+    _create_connection: Callable[..., socket.socket]  #: set by HTTPConnection (socket.create_connection)
 
     def __init__(self, *args: Any, sockets: OpenSockets, mine: list[socket.socket], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -239,8 +243,7 @@ class _Tracked:
             self._register(self.sock)
 
 
-class _TrackedHTTP(_Tracked, http.client.HTTPConnection): ...
-class _TrackedHTTPS(_Tracked, http.client.HTTPSConnection): ...
+class _TrackedHTTPS(_TrackedHTTP, http.client.HTTPSConnection): ...
 
 
 class _ChatRequest(urllib.request.Request):
@@ -253,14 +256,22 @@ class _ChatRequest(urllib.request.Request):
 
 
 class _TrackingHTTPHandler(urllib.request.HTTPHandler):
-    def http_open(self, req: _ChatRequest):
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        if not isinstance(req, _ChatRequest):  # (the opener sends nothing else)
+            return super().http_open(req)
         return self.do_open(functools.partial(_TrackedHTTP, sockets=req.sockets, mine=req.mine), req)
 
 
 class _TrackingHTTPSHandler(urllib.request.HTTPSHandler):
-    def https_open(self, req: _ChatRequest):
+    def __init__(self, context: ssl.SSLContext | None = None) -> None:
+        super().__init__(context=context)
+        self._tls = context  #: (HTTPSHandler keeps it too, privately)
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        if not isinstance(req, _ChatRequest):
+            return super().https_open(req)
         return self.do_open(functools.partial(_TrackedHTTPS, sockets=req.sockets, mine=req.mine), req,
-                            context=self._context)
+                            context=self._tls)
 
 
 class ChatEndpoint:

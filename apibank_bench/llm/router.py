@@ -38,7 +38,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, NotRequired, Sequence, TypedDict
 
 from apibank_bench.llm.http import APIConnectionError, APIStatusError
 
@@ -54,6 +54,18 @@ def is_endpoint_failure(exc: BaseException) -> bool:
     if isinstance(exc, APIConnectionError):  # APITimeoutError is one
         return True
     return isinstance(exc, APIStatusError) and exc.status_code >= 500
+
+
+class EndpointReport(TypedDict):
+    """One endpoint's counts under `endpoints` in summary.json (one process's, or several joined by
+    `merge_snapshots`: they travel from xdist workers as JSON)."""
+
+    requests: int
+    errors: int
+    mean_latency_s: float | None
+    ewma_latency_s: float | None
+    ejections: int
+    in_flight_limit: NotRequired[list[dict[str, Any]]]  #: the learned limit, one record per process (the client's)
 
 
 @dataclass
@@ -74,7 +86,7 @@ class Endpoint:
     def outstanding(self) -> int:
         return len(self.started)
 
-    def report(self) -> dict:
+    def report(self) -> EndpointReport:
         return {"requests": self.requests, "errors": self.errors,
                 "mean_latency_s": round(self.latency_total_s / self.requests, 4) if self.requests else None,
                 "ewma_latency_s": None if self.ewma_s is None else round(self.ewma_s, 4),
@@ -122,8 +134,9 @@ class Router:
             return min(allowed, key=lambda e: e.back_at)
         if len(live) > 1:
             live = [e for e in live if e.url != avoid] or live
-        measured = [e for e in self.endpoints.values() if e.ewma_s is not None]
-        fastest = (min(e.ewma_s for e in measured), min(e.per_request_s for e in measured)) if measured else (1.0, 1.0)
+        measured = [(e.ewma_s, e.per_request_s) for e in self.endpoints.values()
+                    if e.ewma_s is not None and e.per_request_s is not None]  # (both set by a success)
+        fastest = (min(m[0] for m in measured), min(m[1] for m in measured)) if measured else (1.0, 1.0)
         # ties: an unmeasured endpoint first (so each gets measured), then the order given
         return min(live, key=lambda e: (self._cost(e, now, fastest), e.ewma_s is not None))
 
@@ -146,13 +159,13 @@ class Router:
     def _finish(self, endpoint: Endpoint, token: object, latency: float, sharing: int,
                 exc: BaseException | None) -> None:
         with self._lock:
-            sharing = (sharing + endpoint.outstanding) / 2  # at its start and at its end
+            shared = (sharing + endpoint.outstanding) / 2  # requests in flight with it: at its start and at its end
             del endpoint.started[token]
             endpoint.requests += 1
             endpoint.latency_total_s += latency
             if exc is None:
                 endpoint.ewma_s = _average(endpoint.ewma_s, latency)
-                endpoint.per_request_s = _average(endpoint.per_request_s, latency / sharing)
+                endpoint.per_request_s = _average(endpoint.per_request_s, latency / shared)
                 endpoint.failures_in_row = endpoint.ejected_in_row = 0
                 return
             endpoint.errors += 1
@@ -174,28 +187,28 @@ class Router:
             endpoint.ejections += 1
             endpoint.ejected_in_row += 1
 
-    def snapshot(self) -> dict[str, dict]:
+    def snapshot(self) -> dict[str, EndpointReport]:
         with self._lock:
             return {url: endpoint.report() for url, endpoint in self.endpoints.items()}
 
 
-def merge_snapshots(snapshots: Sequence[dict[str, dict]]) -> dict[str, dict]:
+def merge_snapshots(snapshots: Sequence[Mapping[str, EndpointReport]]) -> dict[str, EndpointReport]:
     """Several processes' snapshots (xdist workers) as one: counts add, latencies are weighted by requests."""
-    merged: dict[str, dict] = {}
+    merged: dict[str, EndpointReport] = {}
+    latency: dict[str, float] = {}  #: per URL, seconds over all its requests
+    ewmas: dict[str, list[float]] = {}
     for snapshot in snapshots:
         for url, part in snapshot.items():
             into = merged.setdefault(url, {"requests": 0, "errors": 0, "mean_latency_s": None,
-                                           "ewma_latency_s": None, "ejections": 0, "in_flight_limit": [],
-                                           "_latency": 0.0, "_ewma": []})
+                                           "ewma_latency_s": None, "ejections": 0, "in_flight_limit": []})
             into["in_flight_limit"] += part.get("in_flight_limit") or []  # one record per process
             into["requests"] += part["requests"]
             into["errors"] += part["errors"]
             into["ejections"] += part["ejections"]
-            into["_latency"] += (part["mean_latency_s"] or 0.0) * part["requests"]
+            latency[url] = latency.get(url, 0.0) + (part["mean_latency_s"] or 0.0) * part["requests"]
             if part["ewma_latency_s"] is not None:
-                into["_ewma"].append(part["ewma_latency_s"])
-    for part in merged.values():
-        latency, ewmas = part.pop("_latency"), part.pop("_ewma")
-        part["mean_latency_s"] = round(latency / part["requests"], 4) if part["requests"] else None
-        part["ewma_latency_s"] = round(sum(ewmas) / len(ewmas), 4) if ewmas else None
+                ewmas.setdefault(url, []).append(part["ewma_latency_s"])
+    for url, part in merged.items():
+        part["mean_latency_s"] = round(latency[url] / part["requests"], 4) if part["requests"] else None
+        part["ewma_latency_s"] = round(sum(ewmas[url]) / len(ewmas[url]), 4) if ewmas.get(url) else None
     return merged

@@ -22,6 +22,7 @@ for a slot (`limit.py`) is not part of any attempt.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -68,30 +69,32 @@ class Breaker:
                 self._failing_since = self._clock()
             self._failures += 1
             self._last_error = error
-            listeners = self._trip_if_down()
-        for listener in listeners:
-            listener(self.reason)
+            notices = self._trip_if_down()
+        for notice in notices:
+            notice()
 
     def check(self) -> None:
         """Trip now if the endpoint is down, though no attempt just failed (requests waiting to retry call it:
         with every request in its backoff, the window may pass between two failures)."""
         with self._lock:
-            listeners = self._trip_if_down()
-        for listener in listeners:
-            listener(self.reason)
+            notices = self._trip_if_down()
+        for notice in notices:
+            notice()
 
-    def _trip_if_down(self) -> list[Callable[[str], None]]:
-        """(Under the lock.) Trip if failing for the window with no older attempt still out; the listeners to call."""
+    def _trip_if_down(self) -> list[Callable[[], None]]:
+        """(Under the lock.) Trip if failing for the window with no older attempt still out; the listeners' calls
+        with the reason, to make outside the lock."""
         if not self.window or self.reason or self._failing_since is None:
             return []
         now = self._clock()
         oldest = min(self._sent.values(), default=math.inf)  # still being answered: the endpoint may be alive
         if now - self._failing_since < self.window or oldest < self._failing_since:
             return []
-        self.reason = (f"stopped: the endpoint answered no model request for {now - self._failing_since:.0f} s "
-                       f"while {self._failures} attempts failed (last: {self._last_error}); fix the endpoint and "
-                       "rerun with --apibank-resume")
-        return list(self._listeners)
+        self.reason = reason = (
+            f"stopped: the endpoint answered no model request for {now - self._failing_since:.0f} s while "
+            f"{self._failures} attempts failed (last: {self._last_error}); fix the endpoint and rerun with "
+            "--apibank-resume")
+        return [functools.partial(listener, reason) for listener in self._listeners]
 
     def on_trip(self, listener: Callable[[str], None]) -> None:
         """Call `listener(reason)` when the breaker trips (at once if it has)."""

@@ -90,10 +90,10 @@ def rollout_from(outcome: InstanceResult) -> Rollout:
     return Rollout(
         task_id=row.id,
         correct=bool(row.correct),
-        stage=row.stage,
+        stage=outcome.score.stage,
         error=row.error,
         predicted_call=row.predicted_call,
-        gold_call=row.gold_call,
+        gold_call=outcome.task.gold_call,
         answer=outcome.prediction["prediction"],
         agents=list(outcome.trace.get("agents") or []),
         dialogue=task_prompt(outcome.task),

@@ -7,6 +7,8 @@ for a wrong answer, so `final.json` and `apibank-bench compare SEED OPTIMIZED` a
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from apibank_bench.runs.pairing import pair_rows, paired_stats
 from apibank_bench.runs.results import read_rows, summarize
 from apibank_bench.runs.row import ResultRow
@@ -39,5 +41,5 @@ def compare(seed_results: list[ResultRow], optimized_results: list[ResultRow]) -
     }
 
 
-def compare_folders(seed_dir, optimized_dir) -> dict:
+def compare_folders(seed_dir: Path, optimized_dir: Path) -> dict:
     return compare(read_rows(seed_dir), read_rows(optimized_dir))

@@ -16,12 +16,19 @@ repeat free and identical.
 from __future__ import annotations
 
 import shutil
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, cast
 
 from apibank_bench.optimize.rollouts import role_turns, turn_input
 from apibank_bench.scoring.stage import Stage
 
 if TYPE_CHECKING:  # the command line imports this module for its flags: keep that light
+    from gepa import EvaluationBatch
+    from gepa.core.adapter import ProposalFn
+    from gepa.core.callbacks import (CandidateAcceptedEvent, CandidateRejectedEvent, GEPACallback, ProposalEndEvent,
+                                     ValsetEvaluatedEvent)
+    from gepa.core.result import GEPAResult
+
     from apibank_bench.optimize.context import Context, Rollout
 
 # The budget (metric calls) is methods.FALLBACK_BUDGET.
@@ -71,30 +78,34 @@ def role_records(rollout: Rollout, role: str, turns_per_task: int, input_chars: 
 
 
 class TopologyAdapter:
-    """GEPA's adapter protocol (evaluate, make_reflective_dataset) over Context.evaluate."""
+    """GEPA's adapter protocol (evaluate, make_reflective_dataset) over Context.evaluate: a data instance is a
+    task ID, a trajectory its Rollout, an output the team's answer."""
 
-    propose_new_texts = None  # GEPA's own reflective proposer, with our reflection model
+    propose_new_texts: ProposalFn | None = None  # GEPA's own reflective proposer, with our reflection model
 
     def __init__(self, ctx: Context, turns_per_task: int, input_chars: int) -> None:
         self.ctx = ctx
         self.turns_per_task = turns_per_task
         self.input_chars = input_chars
 
-    def evaluate(self, batch: list[str], candidate: dict[str, str], capture_traces: bool = False):
+    def evaluate(self, batch: list[str], candidate: dict[str, str],
+                 capture_traces: bool = False) -> EvaluationBatch[Rollout, str | None]:
         from gepa import EvaluationBatch
 
         rollouts = self.ctx.evaluate(dict(candidate), list(batch))
         return EvaluationBatch(outputs=[r.answer for r in rollouts], scores=[r.score for r in rollouts],
                                trajectories=rollouts if capture_traces else None)
 
-    def make_reflective_dataset(self, candidate, eval_batch, components_to_update):
+    def make_reflective_dataset(self, candidate: dict[str, str], eval_batch: EvaluationBatch[Rollout, str | None],
+                                components_to_update: list[str]) -> Mapping[str, Sequence[Mapping[str, Any]]]:
+        rollouts = eval_batch.trajectories or []  # (GEPA asks with capture_traces: there are some)
         dataset = {}
         for role in components_to_update:
-            records = [record for rollout in eval_batch.trajectories
+            records = [record for rollout in rollouts
                        for record in role_records(rollout, role, self.turns_per_task, self.input_chars)]
             if not records:  # the role did not speak (cannot happen in our topologies): show the outcome
                 records = [{"Inputs": _tail(r.dialogue, self.input_chars), "Generated Outputs": r.answer or "",
-                            "Feedback": feedback(r)} for r in eval_batch.trajectories]
+                            "Feedback": feedback(r)} for r in rollouts]
             dataset[role] = records
         return dataset
 
@@ -106,18 +117,18 @@ class _Events:
         self.ctx = ctx
         self.best: float | None = None
 
-    def on_proposal_end(self, event) -> None:
+    def on_proposal_end(self, event: ProposalEndEvent) -> None:
         self.ctx.log("proposal", step=event["iteration"], roles=sorted(event["new_instructions"]))
 
-    def on_candidate_accepted(self, event) -> None:
+    def on_candidate_accepted(self, event: CandidateAcceptedEvent) -> None:
         self.ctx.log("accepted", step=event["iteration"], candidate_idx=event["new_candidate_idx"],
                      minibatch_score=event["new_score"], parents=list(event["parent_ids"]))
 
-    def on_candidate_rejected(self, event) -> None:
+    def on_candidate_rejected(self, event: CandidateRejectedEvent) -> None:
         self.ctx.log("rejected", step=event["iteration"], old_score=event["old_score"],
                      new_score=event["new_score"], reason=event["reason"])
 
-    def on_valset_evaluated(self, event) -> None:
+    def on_valset_evaluated(self, event: ValsetEvaluatedEvent) -> None:
         score = event["average_score"]
         self.best = score if self.best is None else max(self.best, score)
         self.ctx.log("valset", step=event["iteration"], candidate_idx=event["candidate_idx"], score=score,
@@ -127,7 +138,7 @@ class _Events:
 class _FileLogger:
     """GEPA's log lines go to DIR/gepa/run_log.txt only (the terminal shows our progress lines)."""
 
-    def __init__(self, path) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
 
     def log(self, message: str) -> None:
@@ -143,12 +154,12 @@ def optimize(ctx: Context) -> dict[str, str]:
     shutil.rmtree(run_dir, ignore_errors=True)  # a fresh search (see the module docstring)
     run_dir.mkdir(parents=True)
 
-    def reflection_lm(prompt) -> str:
+    def reflection_lm(prompt: str | list[dict[str, Any]]) -> str:
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
         # Each reflection samples with its own seed (from ctx.rng: the same sequence on a rerun).
         return ctx.ask(messages, purpose="gepa.reflection", seed=ctx.rng.randrange(2**31))
 
-    result = gepa.optimize(
+    result: GEPAResult[str | None, int] = gepa.optimize(  # (a list's data IDs are its indices)
         seed_candidate=dict(ctx.seed_prompts),
         trainset=list(ctx.train_ids),
         valset=list(ctx.validation_ids or ctx.train_ids),
@@ -163,12 +174,13 @@ def optimize(ctx: Context) -> dict[str, str]:
         max_metric_calls=ctx.budget,
         run_dir=str(run_dir),
         logger=_FileLogger(run_dir / "run_log.txt"),
-        callbacks=[_Events(ctx)],
+        # GEPACallback declares every hook; GEPA calls those an object has (`notify_callbacks`: getattr)
+        callbacks=[cast("GEPACallback", _Events(ctx))],
         seed=ctx.rng.randrange(2**31),
         raise_on_exception=True,
         display_progress_bar=False,
     )
-    best = dict(result.best_candidate)
+    best = dict(result.candidates[result.best_idx])  # (`best_candidate`, typed for a text seed too)
     ctx.log("result", candidates=len(result.candidates), best_idx=result.best_idx,
             best=result.val_aggregate_scores[result.best_idx], metric_calls=result.total_metric_calls)
     return best

@@ -12,11 +12,21 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, TypedDict
+
+
+class Grid(TypedDict):
+    """data/optimize_grid.json: the experiment grid."""
+
+    about: str
+    dataset: str
+    methods: dict[str, list[str]]  #: method -> the topologies it runs
+    models: dict[str, str]  #: alias -> model name
+    seeds: list[int]
 
 
 @cache
-def load_grid() -> dict:
+def load_grid() -> Grid:
     return json.loads(resources.files("apibank_bench").joinpath("data", "optimize_grid.json").read_text("utf-8"))
 
 
@@ -51,7 +61,7 @@ class Cell:
 
 def cell(method: str, topology: str, model: str | None, seed: int, aliases: Mapping[str, str]) -> Cell:
     """The cell these arguments name: an alias resolves to its model; a model name finds its alias."""
-    if model in aliases:
+    if model is not None and model in aliases:
         return Cell(method, topology, aliases[model], model, seed)
     alias = next((name for name, target in aliases.items() if target == model), None)
     return Cell(method, topology, model, alias, seed)

@@ -46,10 +46,13 @@ from __future__ import annotations
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from apibank_bench.optimize.rollouts import clip, digest, extract_prompt, reader_output, role_input, role_output, verdict
 from apibank_bench.scoring.stage import Stage
+
+if TYPE_CHECKING:
+    from apibank_bench.optimize.context import Context, Rollout
 
 # The budget is methods.FALLBACK_BUDGET (600): enough for the full default schedule on a one-role topology
 # (9 steps of <= 60 rollouts, 2 refreshes).
@@ -89,11 +92,23 @@ class Node:
     score: float = 0.0  #: cumulative centered win rate along its path (reset by a beam refresh)
 
 
+class HardNegative(TypedDict):
+    """A misalignment case: a candidate's output judged better locally while the team did worse after it."""
+
+    task_id: str
+    priority: int  #: 0: both the readers and the final answer did worse, 1: the readers only, 2: the answer only
+    why: str
+    input: str  #: what the agent saw
+    candidate_output: str
+    candidate_downstream: str  #: what the readers and the team answered after the candidate's output
+    parent_downstream: str  #: ... after the parent's
+
+
 @dataclass
 class AgentState:
     beam: list[Node]
     best: Node
-    hard_negatives: list[dict] = field(default_factory=list)
+    hard_negatives: list[HardNegative] = field(default_factory=list)
     visited: bool = False
 
 
@@ -104,11 +119,11 @@ class Joint:
     score: float
     rates: dict[str, float]
     judged: int
-    misaligned: list[dict]
+    misaligned: list[HardNegative]
 
 
 class Maspo:
-    def __init__(self, ctx) -> None:
+    def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.h = {name: ctx.hyper.get(name, default) for name, (_, default, _) in HYPERPARAMETERS.items()}
         if self.h["global_alignment"] not in ("execution", "judge"):
@@ -118,12 +133,12 @@ class Maspo:
         self.states = {role: AgentState([Node(self.best[role])], Node(self.best[role])) for role in ctx.roles}
         self.pool = self.rng.sample(list(ctx.train_ids), min(self.h["pool"], len(ctx.train_ids)))
         self.spent = 0
-        self.memo: dict[tuple, Any] = {}
+        self.memo: dict[tuple[tuple[tuple[str, str], ...], str], Rollout] = {}  #: (prompts, task ID) -> rollout
         self.where: dict[str, Any] = {}
 
     # -- rollouts under the budget ---------------------------------------------------------
 
-    def run(self, prompts: dict[str, str], task_ids: list[str]) -> list:
+    def run(self, prompts: dict[str, str], task_ids: list[str]) -> list[Rollout]:
         key = tuple(sorted(prompts.items()))
         new = [t for t in dict.fromkeys(task_ids) if (key, t) not in self.memo]
         if self.spent + len(new) > self.ctx.budget:
@@ -163,7 +178,7 @@ class Maspo:
         state = self.states[role]
         tasks = self.sample()
         children: list[Node] = []
-        mined: list[dict] = []
+        mined: list[HardNegative] = []
         for parent in state.beam:
             base = self.run(self.with_prompt(role, parent.prompt), tasks)
             children.append(parent)
@@ -208,7 +223,7 @@ class Maspo:
 
     # -- proposals ---------------------------------------------------------------------------
 
-    def propose(self, role: str, parent: str, base: list, hard_negatives: list[dict]) -> list[str]:
+    def propose(self, role: str, parent: str, base: list[Rollout], hard_negatives: list[HardNegative]) -> list[str]:
         """Ksub proposals, each from its own slice of the minibatch; new and distinct ones only."""
         k = max(1, self.h["proposals"])
         found: list[str] = []
@@ -225,7 +240,8 @@ class Maspo:
                 found.append(candidate)
         return found
 
-    def proposal_messages(self, role: str, parent: str, shown: list, hard_negatives: list[dict]) -> list[dict]:
+    def proposal_messages(self, role: str, parent: str, shown: list[Rollout],
+                          hard_negatives: list[HardNegative]) -> list[dict]:
         labelled = self.h["global_alignment"] == "execution"
         team = " -> ".join(self.ctx.roles)
         samples = []
@@ -258,7 +274,7 @@ class Maspo:
 
     # -- joint evaluation ----------------------------------------------------------------------
 
-    def judge(self, role: str, base: list, cand: list) -> Joint:
+    def judge(self, role: str, base: list[Rollout], cand: list[Rollout]) -> Joint:
         use_lookahead = bool(self.h["lookahead"])
         weights = {"local": self.h["local_weight"], "global": self.h["global_weight"]}
         if use_lookahead:
@@ -293,7 +309,7 @@ class Maspo:
         judged = sum(1 for _, _, needed in pairs for _, x, y in needed if x.strip() != y.strip())
         return Joint(score, rates, judged, misaligned)
 
-    def misalignment(self, role: str, result: dict[str, float], b, c) -> dict | None:
+    def misalignment(self, role: str, result: dict[str, float], b: Rollout, c: Rollout) -> HardNegative | None:
         if result.get("local") != 1.0:
             return None
         lost_next, lost_global = result.get("lookahead") == 0.0, result.get("global") == 0.0
@@ -308,13 +324,13 @@ class Maspo:
                 "why": why, "input": role_input(c, role), "candidate_output": role_output(c, role),
                 "candidate_downstream": downstream(c), "parent_downstream": downstream(b)}
 
-    def compare_all(self, role: str, tasks: list[tuple[Any, list[tuple[str, str, str]]]]) -> list[dict]:
+    def compare_all(self, role: str, tasks: list[tuple[Rollout, list[tuple[str, str, str]]]]) -> list[dict[str, float]]:
         """Each task's comparisons: 1 if the judge prefers the candidate, 0 the parent, 0.5 a tie.
 
         Identical outputs tie without a call. The candidate's position is drawn from ctx.rng in task
         order before any call is made, so the judge calls can run concurrently and stay reproducible.
         """
-        results: list[dict] = [{} for _ in tasks]
+        results: list[dict[str, float]] = [{} for _ in tasks]
         jobs = []
         for n, (b, needed) in enumerate(tasks):
             for kind, cand, parent in needed:
@@ -357,6 +373,6 @@ def top(nodes: list[Node], k: int) -> list[Node]:
     return sorted(best.values(), key=lambda n: -n.score)[: max(1, k)]
 
 
-def optimize(ctx) -> dict[str, str]:
+def optimize(ctx: Context) -> dict[str, str]:
     """Best role prompts found by MASPO within `ctx.budget` rollouts."""
     return Maspo(ctx).optimize()

@@ -44,10 +44,17 @@ import logging
 import re
 import warnings
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 from apibank_bench.optimize.rollouts import clip, digest, extract_prompt, role_input, role_output
 from apibank_bench.scoring.stage import Stage
+
+if TYPE_CHECKING:  # DSPy is imported when the method runs
+    import dspy
+
+    from apibank_bench.optimize.context import Context, Rollout
+
+T = TypeVar("T")
 
 #: Trials; DSPy's "light" setting for one role proposes 6 candidates and runs about 10.
 DEFAULT_BUDGET = 10
@@ -78,19 +85,19 @@ class Bridge:
     DSPy deep-copies programs and LMs freely; copying this would fork the memo and the context.
     """
 
-    def __init__(self, ctx) -> None:
+    def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.memo: dict[tuple, Any] = {}
+        self.memo: dict[tuple[tuple[tuple[str, str], ...], str], Rollout] = {}  #: (prompts, task ID) -> rollout
         self.spent = 0
         self.failure: BaseException | None = None
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: dict[int, Any]) -> Bridge:
         return self
 
-    def __copy__(self):
+    def __copy__(self) -> Bridge:
         return self
 
-    def run(self, prompts: dict[str, str], task_ids: list[str]) -> list:
+    def run(self, prompts: dict[str, str], task_ids: list[str]) -> list[Rollout]:
         if self.failure is not None:
             raise EvaluationFailed("an earlier evaluation failed") from self.failure
         key = tuple(sorted(prompts.items()))
@@ -109,7 +116,7 @@ class Bridge:
         return found
 
 
-    def guarded(self, call, *args, **kwargs):
+    def guarded(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run `call`, keeping its exception: DSPy catches exceptions and carries on without them."""
         try:
             return call(*args, **kwargs)
@@ -119,7 +126,7 @@ class Bridge:
             raise
 
 
-def render(predictor) -> str:
+def render(predictor: dspy.Predict) -> str:
     """A role prompt from a predictor: its instructions, then its demos as worked examples."""
     text = predictor.signature.instructions.strip()
     demos = [d for d in predictor.demos if d.get("answer")]
@@ -130,7 +137,7 @@ def render(predictor) -> str:
     return text
 
 
-def optimize(ctx) -> dict[str, str]:
+def optimize(ctx: Context) -> dict[str, str]:
     """Best role prompts found by DSPy's MIPROv2 in `ctx.budget` trials."""
     from apibank_bench.core.settings import library_environment
 
@@ -203,7 +210,7 @@ def optimize(ctx) -> dict[str, str]:
                                       {"answer": reply}))
             return dspy.Prediction(answer=rollout.predicted_call or "", correct=rollout.correct)
 
-    def metric(example, prediction, trace=None):
+    def metric(example: dspy.Example, prediction: dspy.Prediction, trace: Any = None) -> float:
         return float(prediction.correct)
 
     if ctx.budget <= 0:
@@ -212,7 +219,8 @@ def optimize(ctx) -> dict[str, str]:
 
     seed_program = Team(bridge)
 
-    def examples(task_ids):  # the seed team's runs give each task its dialogue and gold call
+    # the seed team's runs give each task its dialogue and gold call
+    def examples(task_ids: Iterable[str]) -> list[dspy.Example]:
         rollouts = bridge.run(seed_program.prompts(), list(task_ids))
         return [dspy.Example(task_id=r.task_id, dialogue=clip(r.dialogue, _DEMO_CLIP), answer=r.gold_call)
                 .with_inputs("task_id") for r in rollouts]
@@ -263,7 +271,7 @@ def optimize(ctx) -> dict[str, str]:
     return prompts
 
 
-def trial_fields(record: dict) -> dict:
+def trial_fields(record: dict[str, Any]) -> dict[str, Any]:
     """A DSPy trial log as the optimizer's event log keeps it: its plain values, with its scores
     (percentages in DSPy) as fractions. Only numbers are scaled: a `*score` field may hold text."""
     fields = {k: v for k, v in record.items() if isinstance(v, (int, float, str)) and not k.endswith("_path")}
@@ -271,7 +279,7 @@ def trial_fields(record: dict) -> dict:
             for k, v in fields.items()}
 
 
-def _text(content) -> str:
+def _text(content: Any) -> str:
     """Message content as plain text (DSPy may send a list of content parts)."""
     if isinstance(content, list):
         return "\n".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
