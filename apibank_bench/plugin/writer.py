@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from apibank_bench.runs.instances import error_result
+from apibank_bench.scoring.stage import Reason, Stage
 from apibank_bench.runs.provenance import now
 from apibank_bench.runs.folder import FolderTaken, decide, write_record
 from apibank_bench.runs.results import PREDICTIONS, RESULTS, UNREADABLE, RunFiles, read_summary, unreadable_lines
@@ -50,7 +51,7 @@ class Writer:
         self.seen: set[tuple[str, int]] = set()  #: (instance, epoch) keys written
         self.written_nodes: set[str] = set()  #: test IDs whose report's line was taken
         self.done = self.correct = self.errors = self.cache_hits = 0
-        self.error_reasons: Counter[str] = Counter()
+        self.error_reasons: dict[str, str] = {}  #: an error row's reason code -> the first error message with it
         self.last_progress = time.monotonic()
         self.summary: dict | None = None
         self.total = 0  #: instances this run will run (resumed ones left out)
@@ -163,7 +164,7 @@ class Writer:
         except (KeyError, ValueError, OSError):
             return None
         message = f"harness crash: the test process died ({str(report.longrepr).strip().splitlines()[0][:200]})"
-        self.add(error_result(task, message, epoch).payload)
+        self.add(error_result(task, message, epoch, reason=Reason.ERROR_WORKER_CRASH).payload)
         return None  # the report stays a failure; xdist does not reschedule the case
 
     def add(self, payload: dict) -> None:
@@ -183,7 +184,7 @@ class Writer:
         self.correct += row.is_correct
         if row.is_error:
             self.errors += 1
-            self.error_reasons[str(row.error or "?")[:160]] += 1
+            self.error_reasons.setdefault(str(row.reason), str(row.error or "?")[:160])
         turns = (payload.get("trace") or {}).get("agents") or ()
         self.cache_hits += sum(bool(turn.get("cached")) for turn in turns)
         reasons = [turn["finish_reason"] for turn in turns if turn.get("finish_reason")]
@@ -346,16 +347,19 @@ def terminal_stream(config):
         return None
 
 
-def closing_lines(cfg, summary: dict, error_reasons: Counter | None = None, width: int = 80) -> list[str]:
-    """The closing table: a rule with the run's name, the table, what is incomplete, and where the results are."""
+def closing_lines(cfg, summary: dict, error_reasons: dict[str, str] | None = None, width: int = 80) -> list[str]:
+    """The closing table: a rule with the run's name, the table, what is incomplete, and where the results are;
+    `error_reasons`: an error reason code -> an example message (the counts are the summary's)."""
     model = summary["config"].get("model", {}).get("model", "?")
     label = "gold calls (harness self-check, no model)" if cfg.is_gold else f"{cfg.topology} / {model}"
     protocol = protocol_words(cfg.to_dict())
     if protocol:
         label = f"{cfg.topology} ({protocol}) / {model}"
     lines = [f" API-Bank: {label} ".center(width, "="), *table_lines(summary)]
-    for reason, count in (error_reasons or Counter()).most_common(3):
-        lines.append(f"error x{count}: {reason}")
+    counts = Counter({code: count for code, count in (summary.get("failures_by_reason") or {}).items()
+                      if code.startswith(f"{Stage.ERROR}:")})
+    for code, count in counts.most_common(3):
+        lines.append(f"{code} x{count}: {(error_reasons or {}).get(code, '-')}")
     selection = summary.get("selection") or {}
     if selection.get("deselected"):
         by = ", ".join(f"{name} {value}" if not isinstance(value, bool) else name

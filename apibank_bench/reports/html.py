@@ -190,6 +190,13 @@ def failures_table(runs: list[Run], summaries: list[dict]) -> str:
     return _table(["run", *Stage], rows)
 
 
+def reasons_table(runs: list[Run], summaries: list[dict]) -> str:
+    """Failures per reason code (scoring.stage.Reason), a row per code, a column per run."""
+    codes = sorted({code for s in summaries for code in s.get("failures_by_reason") or {}})
+    rows = [[code, *((s.get("failures_by_reason") or {}).get(code, 0) for s in summaries)] for code in codes]
+    return _table(["reason", *(run.name for run in runs)], rows)
+
+
 def api_table(runs: list[Run], summaries: list[dict]) -> str:
     apis = sorted({api for s in summaries for api in s["by_api"]})
     rows = [[api, *(counts_text(s["by_api"][api]) if api in s["by_api"] else "—"
@@ -348,8 +355,8 @@ def build_report(paths: list, out: Path, seed: int = 0, prices=None) -> Path:
         ("Runs", runs_table(runs, summaries) + sweep_tables(paths)),
         ("Accuracy with 95% Wilson intervals", _image(plots.accuracy_intervals(names, summaries), "accuracy")
          + levels_table(runs, summaries)),
-        ("Failures by stage", failures_table(runs, summaries)
-         + _image(plots.failures_by_stage(names, summaries), "failures by stage")),
+        ("Failures by stage and reason", failures_table(runs, summaries)
+         + _image(plots.failures_by_stage(names, summaries), "failures by stage") + reasons_table(runs, summaries)),
         ("Accuracy against tokens", _image(plots.accuracy_vs_tokens(names, summaries), "accuracy against tokens")
          + role_table(runs, summaries)),
         ("Accuracy per gold API", api_table(runs, summaries)),

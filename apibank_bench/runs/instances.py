@@ -25,7 +25,7 @@ from apibank_bench.runs.results import records
 from apibank_bench.runs.row import ResultRow
 from apibank_bench.runs.team import team_fields
 from apibank_bench.scoring.scorer import Score, Scorer
-from apibank_bench.scoring.stage import Stage
+from apibank_bench.scoring.stage import Reason, Stage, model_error_reason
 from apibank_bench.data.tasks import Task
 
 #: One scoring at a time per process: it is CPU-bound (no gain from threads under the GIL), and each
@@ -105,13 +105,15 @@ def score(solved: Solved, scorer: Scorer) -> InstanceResult:
     task, solution, team = solved.task, solved.solution, None
     if solved.errors:
         error = solved.errors[-1]
-        verdict = Score(False, Stage.ERROR, f"model error: {error}" if solved.endpoint_failure else error)
+        verdict = (Score(False, Stage.ERROR, f"model error: {error}", reason=model_error_reason(error))
+                   if solved.endpoint_failure else Score(False, Stage.ERROR, error, reason=Reason.ERROR_SOLVER_CRASH))
     else:
         try:
             with _SCORING:
                 verdict = scorer.score(task, solution.answer)
         except Exception as exc:  # a scorer bug is the harness's failure, not the answer's
-            verdict = Score(False, Stage.ERROR, f"scorer crashed: {type(exc).__name__}: {exc}")
+            verdict = Score(False, Stage.ERROR, f"scorer crashed: {type(exc).__name__}: {exc}",
+                            reason=Reason.ERROR_SCORER_CRASH)
         team = _score_agents(task, solution, scorer) if verdict.stage != Stage.ERROR else None
     return _result(task, solution, verdict, solved.elapsed, solved.endpoint_failure, solved.epoch, team)
 
@@ -129,9 +131,9 @@ def _score_agents(task: Task, solution: Solution, scorer: Scorer) -> dict | None
         return {"agents_correct": None, "agents_error": f"scorer crashed: {type(exc).__name__}: {exc}"}
 
 
-def error_result(task: Task, message: str, epoch: int = 0) -> InstanceResult:
-    """An instance that produced nothing to score (time limit, cancelled run...)."""
-    return _result(task, Solution(answer=None), Score(False, Stage.ERROR, message), 0.0, False, epoch)
+def error_result(task: Task, message: str, epoch: int = 0, *, reason: Reason) -> InstanceResult:
+    """An instance that produced nothing to score (time limit, a dead worker...)."""
+    return _result(task, Solution(answer=None), Score(False, Stage.ERROR, message, reason=reason), 0.0, False, epoch)
 
 
 def _result(task: Task, solution: Solution, score: Score, elapsed: float, endpoint_failure: bool, epoch: int = 0,
@@ -246,7 +248,7 @@ class InstancePool:
                 # The thread cannot be killed; it finishes in the background and its answer is discarded.
                 plain_id, epoch = split_case(task_id)
                 return error_result(self._load(plain_id), f"time limit: no result within {self.time_limit:g} s "
-                                    f"({flag('instance_timeout')})", epoch)
+                                    f"({flag('instance_timeout')})", epoch, reason=Reason.ERROR_TIME_LIMIT)
 
     def stop(self, reason: str) -> None:
         """Cancel every instance that has not started (running ones finish, bounded by the model timeout)."""

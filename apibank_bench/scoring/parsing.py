@@ -32,13 +32,18 @@ from itertools import accumulate
 from typing import Any
 
 from apibank_bench.data.tasks import normalize_params
+from apibank_bench.scoring.stage import Reason
 
 _CALL_RE = re.compile(r"\[(?P<name>[A-Za-z_]\w*)\((?P<args>.*?)\)\]", re.DOTALL)
 _CALL_START_RE = re.compile(r"\[(?P<name>[A-Za-z_]\w*)\(")
 
 
 class ParseError(ValueError):
-    """The answer holds no usable call; the message says why."""
+    """The answer holds no usable call; the message says why, `reason` says it as a code."""
+
+    def __init__(self, message: str, reason: Reason) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -195,15 +200,16 @@ def _call_node(args_text: str) -> ast.Call:
     try:
         node = ast.parse(f"_f({args_text})", mode="eval").body
     except SyntaxError as exc:
-        raise ParseError(f"invalid API call syntax: {exc.msg}") from None
+        raise ParseError(f"invalid API call syntax: {exc.msg}", Reason.PARSE_SYNTAX) from None
     except (RecursionError, MemoryError, ValueError) as exc:  # absurdly nested or NUL bytes
-        raise ParseError(f"invalid API call syntax: {type(exc).__name__}") from None
+        raise ParseError(f"invalid API call syntax: {type(exc).__name__}", Reason.PARSE_SYNTAX) from None
     # Quirk kept from the reference: only the outermost call is read, so `[F(a=1)(b=2)]`
     # (argument text `a=1)(b=2`, parsed as `_f(a=1)(b=2)`) reads as F(b=2).
     if not isinstance(node, ast.Call):
-        raise ParseError("API call must use keyword arguments only")
+        raise ParseError("API call must use keyword arguments only", Reason.PARSE_SYNTAX)
     if node.args:
-        raise ParseError("API call must use keyword arguments only (positional argument found)")
+        raise ParseError("API call must use keyword arguments only (positional argument found)",
+                         Reason.PARSE_POSITIONAL)
     return node
 
 
@@ -281,7 +287,7 @@ def _value(node: ast.expr) -> Any:
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-        raise ParseError(f"unsupported argument expression: {type(node).__name__}") from None
+        raise ParseError(f"unsupported argument expression: {type(node).__name__}", Reason.PARSE_VALUE) from None
 
 
 def _chosen(text: str) -> tuple[int, int, ast.Call | bool] | None:
@@ -307,9 +313,9 @@ def select_call(text: str) -> str:
 def parse_call(text: str | None) -> ParsedCall:
     """Parse a raw model answer into a call, or raise ParseError saying why."""
     if text is None:
-        raise ParseError("empty answer")
+        raise ParseError("empty answer", Reason.PARSE_EMPTY)
     if not isinstance(text, str):
-        raise ParseError(f"answer is not text ({type(text).__name__})")
+        raise ParseError(f"answer is not text ({type(text).__name__})", Reason.PARSE_EMPTY)
     chosen = _chosen(text)
     node = None
     if chosen is None:  # no balanced span, but the whole answer may still look like a call
@@ -320,12 +326,12 @@ def parse_call(text: str | None) -> ParsedCall:
         name, args_text = _CALL_START_RE.match(text, start).group("name"), _args_text(text, start, end)
         node = shape if isinstance(shape, ast.Call) else None  # parsed once, while choosing
     if args_text is None:
-        raise ParseError("no [ApiName(...)] call found")
+        raise ParseError("no [ApiName(...)] call found", Reason.PARSE_NO_CALL if text.strip() else Reason.PARSE_EMPTY)
     if not args_text:
         return ParsedCall(name, {})
     arguments: dict[str, Any] = {}
     for keyword in (node or _call_node(args_text)).keywords:
         if keyword.arg is None:
-            raise ParseError("**kwargs are not supported in API calls")
+            raise ParseError("**kwargs are not supported in API calls", Reason.PARSE_KWARGS)
         arguments[keyword.arg] = _value(keyword.value)
     return ParsedCall(name, normalize_params(arguments))
