@@ -66,7 +66,7 @@ class InstanceResult:
 
 def _turn_errors(solution: Solution) -> list[str]:
     """Model errors of a solution: its own, and any agent turn's (a team with a failed member is not the team)."""
-    errors = [agent.get("error") for agent in solution.trace.get("agents", []) if agent.get("error")]
+    errors = [turn.error for turn in solution.turns or () if turn.error]
     return errors or ([solution.error] if solution.error else [])
 
 
@@ -110,7 +110,7 @@ def score(solved: Solved, scorer: Scorer) -> InstanceResult:
     else:
         try:
             with _SCORING:
-                verdict = scorer.score(task, solution.answer)
+                verdict = scorer.score(task, solution.answer if solution.prediction is None else solution.prediction)
         except Exception as exc:  # a scorer bug is the harness's failure, not the answer's
             verdict = Score(False, Stage.ERROR, f"scorer crashed: {type(exc).__name__}: {exc}",
                             reason=Reason.ERROR_SCORER_CRASH)
@@ -121,12 +121,12 @@ def score(solved: Solved, scorer: Scorer) -> InstanceResult:
 def _score_agents(task: Task, solution: Solution, scorer: Scorer) -> dict | None:
     """A team's agents scored with the same scorer (runs.team): the row's team fields; None for a
     single agent. A crash here costs only the agents' scores (recorded), never the team's verdict."""
-    agents = solution.trace.get("agents") or []
-    if len(agents) < 2:
+    turns = solution.turns or []
+    if len(turns) < 2:
         return None
     try:
         with _SCORING:
-            return team_fields(agents, solution.trace.get("vote"), lambda answer: scorer.score(task, answer))
+            return team_fields(turns, solution.trace.get("vote"), lambda prediction: scorer.score(task, prediction))
     except Exception as exc:  # noqa: BLE001
         return {"agents_correct": None, "agents_error": f"scorer crashed: {type(exc).__name__}: {exc}"}
 
@@ -138,14 +138,14 @@ def error_result(task: Task, message: str, epoch: int = 0, *, reason: Reason) ->
 
 def _result(task: Task, solution: Solution, score: Score, elapsed: float, endpoint_failure: bool, epoch: int = 0,
             team: dict | None = None) -> InstanceResult:
-    agents = solution.trace.get("agents")
+    turns = solution.turns
     prediction, row = records(task, solution.answer, score, epoch, prompt_tokens=solution.prompt_tokens,
                               completion_tokens=solution.completion_tokens, latency_s=round(elapsed, 4),
                               model_calls=solution.model_calls,
-                              **({"agent_answers": [agent.get("answer") for agent in agents]} if agents else {}),
+                              **({"agent_answers": [turn.answer for turn in turns]} if turns else {}),
                               **(team or {}))
     trace = {"id": task.combined_id, "epoch": epoch, "gold_call": task.gold_call, "result": row.to_json(),
-             **solution.trace}
+             **solution.to_trace()}  # the turns become JSON here, once
     return InstanceResult(task, score, prediction, row, trace, endpoint_failure, epoch)
 
 

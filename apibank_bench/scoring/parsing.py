@@ -45,6 +45,9 @@ class ParseError(ValueError):
         super().__init__(message)
         self.reason = reason
 
+    def __reduce__(self) -> tuple:  # copied and pickled whole (the default passes the message alone)
+        return type(self), (str(self), self.reason)
+
 
 @dataclass(frozen=True)
 class ParsedCall:
