@@ -13,6 +13,7 @@ import csv
 import json
 import shutil
 from html import escape
+from typing import Any
 from pathlib import Path
 from urllib.parse import quote
 
@@ -266,7 +267,7 @@ def instances_table(runs: list[Run], pages: dict[tuple[int, str], str]) -> str:
     rows = []
     for task_id in order:
         first = next(rows_of[task_id] for rows_of in by_id if task_id in rows_of)
-        cells = []
+        cells: list[Any] = []  #: a cell's text, or (text, css class, href, hover title)
         for number, (rows_of, counts) in enumerate(zip(by_id, repeats)):
             row = rows_of.get(task_id)
             if row is None:

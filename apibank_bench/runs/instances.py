@@ -242,7 +242,8 @@ class InstancePool:
                 self.time_limit - (time.monotonic() - started - self._stops[task_id].held_s())
             try:
                 return future.result(timeout=remaining if remaining is None else max(remaining, 0))
-            except TimeoutError:
+            except TimeoutError:  # (only with a time limit)
+                assert self.time_limit is not None
                 if self.time_limit - (time.monotonic() - started - self._stops[task_id].held_s()) > 0:
                     continue  # it was held meanwhile: its time is not up yet
                 # The thread cannot be killed; it finishes in the background and its answer is discarded.

@@ -129,9 +129,9 @@ def _per_correct(pairs: Iterable[tuple[str, int, bool]]) -> dict:
     """Tokens per correct answer from (instance, tokens, correct) triples, with a bootstrap interval
     resampling instances (an instance's epochs stay together)."""
     clusters: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for instance, used, correct in pairs:
+    for instance, used, right in pairs:
         clusters[instance][0] += used
-        clusters[instance][1] += correct
+        clusters[instance][1] += right
     tokens = sum(used for used, _ in clusters.values())
     correct = sum(right for _, right in clusters.values())
     interval = ratio_bootstrap([u for u, _ in clusters.values()], [r for _, r in clusters.values()])
@@ -156,8 +156,8 @@ def role_tokens_per_correct(traces: Iterable[dict]) -> dict[str, dict]:
     for trace in traces:
         result = trace.get("result") or {}
         turns = trace.get("agents") or []
-        usages = [turn_usage(turn) for turn in turns]
-        if not turns or any(usage is None for usage in usages) or not result:
+        usages = [usage for usage in map(turn_usage, turns) if usage is not None]
+        if not turns or len(usages) < len(turns) or not result:
             continue
         correct = ResultRow.from_json(result).is_correct  # the row the trace holds
         spent: dict[str, int] = defaultdict(int)

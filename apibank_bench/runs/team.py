@@ -89,7 +89,7 @@ def team_summary(rows: list[ResultRow]) -> dict | None:
 
     Error rows carry no agent scores and are left out here (they are counted in `errors`).
     """
-    team = [row for row in rows if row.agents_correct is not None and not row.is_error]
+    team = [(row, row.agents_correct) for row in rows if row.agents_correct is not None and not row.is_error]
     if not team:
         return None
     n = len(team)
@@ -98,13 +98,13 @@ def team_summary(rows: list[ResultRow]) -> dict | None:
     by_model: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     lost = fixed = oracle = correct = 0
     margins = []
-    for row in team:
-        for turn in row.agents_correct:
+    for row, agents_correct in team:
+        for turn in agents_correct:
             for table, key in ((by_role, str(turn["role"])), (by_round, str(turn["round"])),
                                (by_model, str(turn.get("model") or "?"))):
                 table[key][0] += turn["correct"]
                 table[key][1] += 1
-        finals = final_calls(row.agents_correct)
+        finals = final_calls(agents_correct)
         right = sum(turn["correct"] for turn in finals)
         oracle += bool(row.oracle)
         correct += bool(row.correct)

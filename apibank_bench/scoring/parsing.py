@@ -99,7 +99,7 @@ class _Phase:
             self.square -= 1
             group = self.groups.get(self.paren)
             done = group.pop(self.square, None) if group else None
-            if done:
+            if group is not None and done:
                 ends.extend((start, index) for start in done)
                 group.size -= len(done)
                 self.size -= len(done)
@@ -220,7 +220,14 @@ def _args_text(text: str, start: int, end: int) -> str | None:
     """The argument text of the span text[start : end + 1], or None unless it ends in `)]`."""
     if text[end - 1] != ")":
         return None
-    return text[_CALL_START_RE.match(text, start).end() : end - 1].strip()
+    return text[_call_start(text, start).end() : end - 1].strip()
+
+
+def _call_start(text: str, start: int) -> re.Match[str]:
+    """The `[Name(` that a span starts with (every span does)."""
+    match = _CALL_START_RE.match(text, start)
+    assert match is not None, "a span starts with [Name("
+    return match
 
 
 def _nesting_limit() -> int | None:
@@ -299,7 +306,7 @@ def _chosen(text: str) -> tuple[int, int, ast.Call | bool] | None:
     spans = _spans(text)
     depths = _Depths(text) if len(spans) > 1 else None
     for start, end in reversed(spans):
-        if depths and text[end - 1] == ")" and depths.too_deep(_CALL_START_RE.match(text, start).end(), end - 1):
+        if depths and text[end - 1] == ")" and depths.too_deep(_call_start(text, start).end(), end - 1):
             continue
         shape = _call_shape(_args_text(text, start, end))
         if shape:
@@ -326,9 +333,9 @@ def parse_call(text: str | None) -> ParsedCall:
         name, args_text = (match.group("name"), match.group("args").strip()) if match else (None, None)
     else:
         start, end, shape = chosen
-        name, args_text = _CALL_START_RE.match(text, start).group("name"), _args_text(text, start, end)
+        name, args_text = _call_start(text, start).group("name"), _args_text(text, start, end)
         node = shape if isinstance(shape, ast.Call) else None  # parsed once, while choosing
-    if args_text is None:
+    if args_text is None or name is None:  # (a name comes with argument text)
         raise ParseError("no [ApiName(...)] call found", Reason.PARSE_NO_CALL if text.strip() else Reason.PARSE_EMPTY)
     if not args_text:
         return ParsedCall(name, {})

@@ -166,9 +166,9 @@ def _build_frozen(root: Path, level: str) -> FrozenSearch:
         output = (task.gold.result or {}).get("output")
         outputs.setdefault(normalize_keywords(task.gold.params.get("keywords")), output)
         if level != "3":
-            for item in output if isinstance(output, list) else [output]:
-                if isinstance(item, Mapping) and item.get("name"):
-                    items.setdefault(str(item["name"]), item)
+            for recorded in output if isinstance(output, list) else [output]:
+                if isinstance(recorded, Mapping) and recorded.get("name"):
+                    items.setdefault(str(recorded["name"]), recorded)
     if not items:
         raise RuntimeError(f"no frozen ToolSearcher API catalog found for Level-{level}")
     if level == "2" and "GetUserToken" not in items:
