@@ -172,3 +172,19 @@ def test_every_code_names_its_stage_and_is_written_as_spelled():
         "error:time_limit", "error:solver_crash", "error:scorer_crash", "error:worker_crash", "error:cut_answer"]
     assert {reason.stage for reason in Reason} == set(Stage)
     assert all(str(reason).startswith(f"{reason.stage}:") for reason in Reason)
+
+
+def test_the_report_and_the_instance_page_show_the_reasons(apibank_root, tasks, tmp_path):
+    from apibank_bench.reports.html import build_report
+    from apibank_bench.reports.instance import load_instance, sections
+
+    saved = tmp_path / "predictions.jsonl"
+    task = tasks["plain"]
+    saved.write_text("".join(json.dumps({"id": task.combined_id, "prediction": answer}) + "\n"
+                             for answer in ("[GetToday()]",)))
+    score_predictions_file(saved, tmp_path / "run", root=apibank_root)
+    page = build_report([tmp_path / "run"], tmp_path / "report").read_text()
+    assert '<th class="name">reason</th>' in page and '<td class="name">api_name:mismatch</td><td>1</td>' in page
+    lines = [line for _, block in sections(load_instance(task.combined_id, tmp_path / "run"), root=apibank_root)
+             for line in block]
+    assert "reason:      api_name:mismatch" in lines
