@@ -203,6 +203,7 @@ def test_a_crashed_xdist_worker_leaves_an_error_row(tmp_path):
     results = {line["id"]: line for line in read_jsonl(tmp_path / "results.jsonl")}
     assert set(results) == set(EVAL_IDS[:8]), run.stdout[-3000:]
     assert results[victim]["stage"] == "error" and "crash" in results[victim]["error"]
+    assert results[victim]["reason"] == "error:worker_crash"
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert (summary["total"], summary["errors"]) == (8, 1)
 
