@@ -113,6 +113,7 @@ def test_a_pool_that_stops_while_instances_are_queued_keeps_what_started(apibank
 
 def test_the_embedding_model_is_preloaded_only_when_the_selection_can_need_it(apibank_root, monkeypatch):
     import apibank_bench.scoring.scorer as scoring
+    import apibank_bench.scoring.toolsearcher_scorers as toolsearcher
 
     loaded = []
 
@@ -123,7 +124,7 @@ def test_the_embedding_model_is_preloaded_only_when_the_selection_can_need_it(ap
         def embeddings(self):
             loaded.append(self.key)
 
-    monkeypatch.setattr(scoring, "searched_catalog", lambda scorer, level, root: Catalog(scorer, level))
+    monkeypatch.setattr(toolsearcher, "searched_catalog", lambda scorer, level, root: Catalog(scorer, level))
     tasks = [get_task(task_id) for task_id in manifests.manifest_ids("all")]
     searches = [t for t in tasks if t.gold.api_name == "ToolSearcher"]
     others = [t for t in tasks if t.gold.api_name != "ToolSearcher"]

@@ -161,8 +161,8 @@ def test_requests_match_the_reference(vllm, task, topology, n, r, protocol):
         assert got == want.quoted(), (want.seed, want.role)
     # The trace keeps one turn per request: role, round, answer and messages as sent.
     sent = sorted((json.dumps(body["messages"]), answer(body["seed"])) for body in bodies)
-    assert sorted((json.dumps(turn["messages"]), turn["answer"]) for turn in solution.trace["agents"]) == sent
-    assert all({"role", "round", "index"} <= turn.keys() for turn in solution.trace["agents"])
+    assert sorted((json.dumps(turn["messages"]), turn["answer"]) for turn in solution.to_trace()["agents"]) == sent
+    assert all({"role", "round", "index"} <= turn.keys() for turn in solution.to_trace()["agents"])
 
 
 # -- sampling fields in the form each server takes -------------------------------------------

@@ -100,6 +100,10 @@ def test_endpoint_errors_are_error_rows_and_resume_reruns_exactly_them(tmp_path)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert (summary["errors"], summary["total"], summary["complete"]) == (4, 12, False)
     assert summary["failures_by_stage"]["error"] == 4
+    assert {results[task_id]["reason"] for task_id in broken} == {"error:endpoint"}
+    assert summary["failures_by_reason"]["error:endpoint"] == 4
+    shown = [line for line in first.stdout.splitlines() if line.startswith("error:endpoint x4: model error: ")]
+    assert len(shown) == 1 and "HTTP 500" in shown[0]  # the count, with one of its messages
     assert summary["accuracy_completed"] == summary["correct"] / 8
     record = summary["config"]["provenance"]
     assert record["endpoint_models"]["data"][0]["id"] == "stub-model"  # what the endpoint says it served
@@ -139,7 +143,7 @@ def test_an_instance_over_its_time_limit_is_an_error_row(tmp_path):
                     "--apibank-no-cache", "--apibank-instance-timeout", "0.5")
     assert "1 error" in run.stdout, run.stdout[-2000:]
     (line,) = read_jsonl(tmp_path / "results.jsonl")
-    assert line["stage"] == "error" and "time limit" in line["error"]
+    assert line["stage"] == "error" and "time limit" in line["error"] and line["reason"] == "error:time_limit"
 
 
 def test_a_failed_start_leaves_the_earlier_results_alone(tmp_path):
@@ -200,6 +204,7 @@ def test_a_crashed_xdist_worker_leaves_an_error_row(tmp_path):
     results = {line["id"]: line for line in read_jsonl(tmp_path / "results.jsonl")}
     assert set(results) == set(EVAL_IDS[:8]), run.stdout[-3000:]
     assert results[victim]["stage"] == "error" and "crash" in results[victim]["error"]
+    assert results[victim]["reason"] == "error:worker_crash"
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert (summary["total"], summary["errors"]) == (8, 1)
 

@@ -7,7 +7,7 @@ from apibank_bench.data.tasks import get_task
 from apibank_bench.scoring.api_scorers import API_SCORERS, GENERIC, execute_and_compare, scorer_for
 from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.scoring.stage import Stage
-from apibank_bench.scoring.toolsearcher_scorers import score_toolsearcher_call
+from apibank_bench.scoring.toolsearcher_scorers import chosen_scorer, score_toolsearcher_call
 
 
 def test_stages_are_written_as_their_plain_names():
@@ -81,9 +81,9 @@ def test_the_toolsearcher_scorer_of_a_task_and_what_preload_loads(apibank_root):
     level1 = next(task for task in tasks if task.level == "1")
     level2 = next(task for task in tasks if task.level == "2")
     default = Scorer(apibank_root)
-    assert (default.toolsearcher_scorer_for(level1), default.toolsearcher_scorer_for(level2)) == ("keyword", "official")
+    assert (chosen_scorer(level1, default), chosen_scorer(level2, default)) == ("keyword", "official")
     keyword = Scorer(apibank_root, " Keyword ")
-    assert keyword.toolsearcher_scorer_for(level2) == "keyword"  # the user's choice wins over the level's
+    assert chosen_scorer(level2, keyword) == "keyword"  # the user's choice wins over the level's
     assert keyword.preload(tasks) is None  # keywords are compared, nothing is embedded
     assert default.preload([task for task in tasks if task.gold.api_name != "ToolSearcher"]) is None
     searched = [task for task in tasks if task.gold.api_name == "ToolSearcher" and task.level != "1"]

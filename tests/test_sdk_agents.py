@@ -90,7 +90,7 @@ def test_every_topology_with_sdk_agents_makes_the_chat_request_count_and_sends_t
 def test_a_tool_call_becomes_the_agents_prediction_and_is_recorded(stub, task):
     solution = solve(stub, task, "independent", n=2, calls=lambda body: ALARM)
     assert solution.answer == render_call(*ALARM)
-    for agent in solution.trace["agents"]:
+    for agent in solution.to_trace()["agents"]:
         assert agent["answer"] == render_call(*ALARM)
         assert agent["tool_calls"] == [{"name": "AddAlarm", "arguments": json.dumps(ALARM[1])}]
         assert agent["messages"][0]["content"].startswith(role_prompt("independent", "solver"))
@@ -100,13 +100,13 @@ def test_a_text_answer_with_a_bracketed_call_still_counts(stub, task):
     stub.default = lambda body: Reply(f"No tool needed: {render_call(*ALARM)}")
     solution = build_topology(RunConfig(topology="independent", team_size=2, agent_kind="sdk"), client(stub))(task)
     assert solution.answer == render_call(*ALARM)
-    assert [agent["tool_calls"] for agent in solution.trace["agents"]] == [[], []]
+    assert [agent["tool_calls"] for agent in solution.to_trace()["agents"]] == [[], []]
 
 
 def test_a_call_to_an_unknown_tool_is_a_wrong_answer_not_an_error(stub, task):
     solution = solve(stub, task, "single", calls=lambda body: ("DeleteEverything", {"now": True}))
     assert solution.answer == "[DeleteEverything(now=True)]" and solution.error is None
-    assert solution.trace["agents"][0]["error"] is None
+    assert solution.to_trace()["agents"][0]["error"] is None
 
 
 def test_tool_arguments_that_are_not_a_json_object_leave_the_text_to_read(stub, task):
@@ -147,7 +147,7 @@ def test_an_endpoint_failure_is_an_error_not_an_answer(stub, task):
     stub.push(error(500))
     solution = solve(stub, task, "independent", n=2)
     assert solution.answer == render_call(*gold(task)) and solution.error is None
-    assert sorted("500" in (agent["error"] or "") for agent in solution.trace["agents"]) == [False, True]
+    assert sorted("500" in (agent["error"] or "") for agent in solution.to_trace()["agents"]) == [False, True]
 
 
 def test_agents_sdk_topology_is_single_with_sdk_agents(stub, task):
@@ -155,7 +155,7 @@ def test_agents_sdk_topology_is_single_with_sdk_agents(stub, task):
     alias = build_topology(RunConfig(topology="agents_sdk", agent_kind="chat"), client(stub))(task)
     assert len(stub.chat_requests) == 1 and "tools" in stub.chat_requests[0]  # the alias sets the kind itself
     assert alias.answer == render_call(*gold(task))
-    assert alias.trace["agents"][0]["role"] == "solver" and alias.trace["agents"][0]["tool_calls"]
+    assert alias.to_trace()["agents"][0]["role"] == "solver" and alias.to_trace()["agents"][0]["tool_calls"]
 
 
 # -- same answers, same results ---------------------------------------------------------------
@@ -174,7 +174,7 @@ def test_sdk_and_chat_agents_give_the_same_results_for_the_same_answers(stub, ta
         solution = solve(stub, task, topology, kind=kind, calls=calls)
         results[kind] = (solution.answer, solution.model_calls, solution.trace.get("vote"),
                          [(agent["role"], agent["index"], agent["round"], agent["call"])
-                          for agent in solution.trace["agents"]])
+                          for agent in solution.to_trace()["agents"]])
         assert len(stub.chat_requests) == expected_requests(topology, 4, 2)
     assert results["sdk"] == results["chat"]
 
@@ -186,8 +186,8 @@ def test_sdk_requests_are_cached(stub, task, tmp_path):
     assert len(stub.chat_requests) == 4
     again = solve(stub, task, "independent", model=client(stub, tmp_path))
     assert len(stub.chat_requests) == 4 and again.answer == first.answer  # all four from the cache
-    assert all(agent["cached"] for agent in again.trace["agents"])
-    assert again.trace["agents"][0]["tool_calls"] == first.trace["agents"][0]["tool_calls"] != []
+    assert all(agent["cached"] for agent in again.to_trace()["agents"])
+    assert again.to_trace()["agents"][0]["tool_calls"] == first.to_trace()["agents"][0]["tool_calls"] != []
 
 
 def test_tools_are_part_of_the_request_and_its_cache_key(stub, tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+from apibank_bench.agents.chat_agent import AgentTurn
 from apibank_bench.agents.prompts import role_prompt
 from apibank_bench.data.tasks import get_task
 from apibank_bench.reports.html import build_report
@@ -99,19 +100,20 @@ def test_centralized_manager_overrules_its_right_worker(tmp_path):
 
 class _Verdict:
     def __init__(self, correct: bool) -> None:
-        self.correct, self.stage = correct, "score" if correct else "api_name"
+        self.correct, self.stage, self.reason = correct, "score" if correct else "api_name", None
 
 
 def test_turn_scoring_is_generic_over_roles_rounds_and_skips_free_text_and_failed_turns():
-    turns = [{"role": "manager", "round": 0, "index": 0, "answer": "Please check the calendar.", "emits_call": False},
-             {"role": "w", "round": 1, "index": 1, "answer": "I think [Right()]"},
-             {"role": "w", "round": 1, "index": 2, "answer": "", "error": "HTTP 500"},
-             {"role": "manager", "round": 2, "index": 0, "answer": "[Wrong()]"}]
+    turns = [AgentTurn("manager", [], 0, 0, answer="Please check the calendar.", emits_call=False),
+             AgentTurn("w", [], 1, 1, answer="I think [Right()]"),
+             AgentTurn("w", [], 1, 2, answer="", error="HTTP 500"),
+             AgentTurn("manager", [], 2, 0, answer="[Wrong()]")]
     asked = []
 
-    def score(answer):
-        asked.append(answer)
-        return _Verdict(answer == "[Right()]")
+    def score(prediction):
+        asked.append(prediction.text)
+        assert prediction.call is not None and prediction.call.name in ("Right", "Wrong")  # parsed already
+        return _Verdict(prediction.text == "[Right()]")
 
     fields = team_fields(turns, None, score)
     assert fields["agents_correct"] == [

@@ -94,7 +94,7 @@ SHAPES += [("sequential", n, 1, n) for n in TEAM_SIZES]  # a team of N is N pipe
 def test_model_calls_per_instance(stub, task, topology, n, r, calls):
     solution = solve(stub, task, topology, n, r)
     assert len(stub.chat_requests) == calls
-    assert solution.model_calls == calls and len(solution.trace["agents"]) == calls
+    assert solution.model_calls == calls and len(solution.to_trace()["agents"]) == calls
     assert (solution.prompt_tokens, solution.completion_tokens) == (11 * calls, 7 * calls)
     assert solution.answer == GOLD and solution.error is None
 
@@ -104,7 +104,7 @@ def test_the_shapes_named_in_the_brief(stub, task):
     team votes on the last round's; a sequential team of N is N stages; centralized has a worker role
     for each of its N - 1 workers."""
     solution = solve(stub, task, "decentralized", 4, 2)
-    turns = solution.trace["agents"]
+    turns = solution.to_trace()["agents"]
     assert len(stub.chat_requests) == solution.model_calls == 8
     assert [(turn["round"], turn["index"]) for turn in turns] == [(r, i) for r in range(2) for i in range(4)]
     assert len(solution.trace["vote"]["keys"]) == 4  # the last round's 4 answers are voted
@@ -129,8 +129,8 @@ def test_centralized_workers_see_the_task_and_the_manager_hears_them(stub, task,
     decide = seen[n - 1]
     assert system(decide) == manager and DIALOGUE in user(decide)
     assert all(f"<note-{i}>" in team_section(decide) for i in range(n - 1))
-    assert [agent["role"] for agent in solution.trace["agents"]] == [*WORKER_ROLES[: n - 1], "manager"]
-    assert solution.trace["agents"][-1]["messages"][1]["content"] == user(decide)
+    assert [agent["role"] for agent in solution.to_trace()["agents"]] == [*WORKER_ROLES[: n - 1], "manager"]
+    assert solution.to_trace()["agents"][-1]["messages"][1]["content"] == user(decide)
     assert solution.answer == GOLD
 
 
@@ -165,8 +165,8 @@ def test_sequential_stage_k_sees_the_stages_before_it(stub, task):
         assert DIALOGUE in user(body)
         for j in range(n):
             assert (f"<note-{j}>" in team_section(body)) == (j < k), (k, j)
-    assert [agent["role"] for agent in solution.trace["agents"]] == roles
-    assert solution.answer == GOLD and f"<note-{n - 1}>" in solution.trace["agents"][-1]["answer"]
+    assert [agent["role"] for agent in solution.to_trace()["agents"]] == roles
+    assert solution.answer == GOLD and f"<note-{n - 1}>" in solution.to_trace()["agents"][-1]["answer"]
 
 
 # -- voting -----------------------------------------------------------------------------
@@ -194,7 +194,7 @@ def test_a_model_error_costs_one_agent_not_the_instance(stub, task):
     stub.push(error(500))
     solution = solve(stub, task, "independent", 2)
     assert solution.answer == GOLD and solution.error is None
-    assert [bool(agent["error"]) for agent in solution.trace["agents"]].count(True) == 1
+    assert [bool(agent["error"]) for agent in solution.to_trace()["agents"]].count(True) == 1
     stub.push(error(500))
     solution = solve(stub, task, "single")
     assert not solution.answer and "500" in solution.error
@@ -263,11 +263,11 @@ def test_sdk_tool_call_is_the_prediction(stub, task):
     assert tools["GetUserToken"]["parameters"]["properties"]["username"]["type"] == "string"
     assert body["seed"] == 0 and body["model"] == "stub-model"
     assert DIALOGUE in json.dumps(body["messages"])
-    [agent] = solution.trace["agents"]
+    [agent] = solution.to_trace()["agents"]
     assert agent["answer"] == GOLD and agent["call"] == CANONICAL and agent["error"] is None
     assert (solution.prompt_tokens, solution.completion_tokens, solution.model_calls) == (11, 7, 1)
-    assert solution.trace["agents"][0]["latency_s"] > 0
-    assert solution.trace["agents"][0]["tool_calls"][0]["name"] == "GetUserToken"
+    assert solution.to_trace()["agents"][0]["latency_s"] > 0
+    assert solution.to_trace()["agents"][0]["tool_calls"][0]["name"] == "GetUserToken"
 
 
 def test_sdk_first_of_several_tool_calls_counts(stub, task):
@@ -281,7 +281,7 @@ def test_sdk_first_of_several_tool_calls_counts(stub, task):
 def test_sdk_text_answer_with_a_bracketed_call_counts(stub, task):
     stub.push(correct(f"The user gave credentials, so: {GOLD}"))
     solution = sdk(stub, task)
-    assert solution.answer == GOLD and solution.trace["agents"][0]["tool_calls"] == []
+    assert solution.answer == GOLD and solution.to_trace()["agents"][0]["tool_calls"] == []
     assert len(stub.chat_requests) == 1
 
 

@@ -18,6 +18,7 @@ from apibank_bench.agents.topologies import build_topology
 from apibank_bench.agents.vote import canonical_call, reference_key, vote
 from apibank_bench.core.settings import RunConfig
 from apibank_bench.llm import ChatClient, ModelConfig
+from apibank_bench.scoring.parsing import parse_call
 from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.data.tasks import get_task
 from tests.openai_stub import OpenAIStub, Reply
@@ -238,4 +239,25 @@ def test_the_debate_votes_over_its_last_round_by_the_same_rule(stub):
     assert [count for _, count in solution.trace["vote"]["tally"]] == [2, 2]
     keys = solution.trace["vote"]["keys"]
     assert keys[0] == keys[3] != keys[1] == keys[2]
-    json.dumps(solution.trace)  # the whole trace is serializable, keys included
+    json.dumps(solution.to_trace())  # the whole trace is serializable, keys included
+
+
+def test_each_answer_is_parsed_once_on_its_way_to_the_vote_the_row_and_the_agents_scores(stub, scorer, monkeypatch):
+    from apibank_bench.runs.instances import Solved, score
+    from apibank_bench.scoring import prediction
+
+    parsed: list[str | None] = []
+
+    def counting(text):
+        parsed.append(text)
+        return parse_call(text)
+
+    monkeypatch.setattr(prediction, "parse_call", counting)
+    exact = "[AddAlarm(token='m9n8b7v6c5x4z3a2s1', time='2023-03-25 08:30:00')]"
+    answers = [f"I call {exact}", "[AddAlarm('positional')]", "no call at all", exact]
+    solution = team_answer(stub, answers, topology="decentralized", rounds=2)
+    assert len(parsed) == 8  # 4 debaters x 2 rounds: each answer parsed once, by its turn
+    result = score(Solved(get_task(ALARM), solution, [], False, 0.0), scorer)
+    assert len(parsed) == 8  # the vote, the team's score and each agent's score read those parses
+    assert result.row.correct and len(result.row.agents_correct) == 8
+    assert result.row.vote_margin == 2 - 1  # the two exact calls against each other key's one

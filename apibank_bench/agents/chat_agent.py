@@ -1,21 +1,21 @@
-"""The pieces every topology is built from: one agent turn and inter-agent messages (votes: vote.py)."""
+"""The pieces every topology is built from: an agent asking (its turn: turn.py) and inter-agent messages (votes: vote.py)."""
 
 from __future__ import annotations
 
 import contextvars
 import json
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from apibank_bench.llm import ChatClient, Completion, ModelError, call_extra_body
-from apibank_bench.scoring.parsing import candidates, select_call
+from apibank_bench.scoring.parsing import candidates
 from apibank_bench.data.tasks import Task
 from apibank_bench.agents.prompts import role_prompt, task_prompt, visible_schemas
 from apibank_bench.agents.seeds import agent_seed
 from apibank_bench.agents.solution import Solution
+from apibank_bench.agents.turn import AgentTurn
 from apibank_bench.agents.team_models import TeamModels
-from apibank_bench.agents.vote import canonical_call
+from apibank_bench.agents.vote import canonical_text
 
 #: Epoch e of a run (`--apibank-epochs`) samples with every seed moved by e * EPOCH_SEED_STRIDE, so
 #: epoch 0 sends the protocol's own seeds; the stride is far above any seed a team of 10 uses in
@@ -33,30 +33,6 @@ def solving_epoch(epoch: int):
         yield
     finally:
         _EPOCH.reset(token)
-
-
-@dataclass
-class AgentTurn:
-    """One model call of one agent: what it saw, what it said, what it cost."""
-
-    role: str
-    messages: list[dict[str, str]]
-    round: int = 0  #: the step it spoke in: debate round, pipeline stage, 1 for a manager (0 elsewhere)
-    index: int = 0  #: the agent's place in its team; orders turns and breaks ties
-    answer: str = ""
-    call: str | None = None  #: the parsed call in canonical text form (vote.canonical_call), None if it did not parse
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    latency_s: float = 0.0
-    cached: bool = False
-    finish_reason: str | None = None  #: why the model stopped ("length": at max_tokens)
-    error: str | None = None
-    emits_call: bool = True  #: False for a free-text turn (a delegation): not scored as a call
-    model: str = ""  #: the model that answered (its role's, `--model-role`; else `--model`)
-    tool_calls: list[dict[str, str]] = field(default_factory=list)  #: an SDK agent's tool calls ({name, arguments})
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class Agents:
@@ -120,7 +96,9 @@ class Agents:
     @staticmethod
     def answered(turn: AgentTurn, completion: Completion, answer: str) -> AgentTurn:
         """The turn with its answer and the completion's usage filled in."""
-        turn.answer, turn.call = answer, canonical_call(answer)
+        turn.answer = answer
+        call = turn.submitted().call
+        turn.call = None if call is None else canonical_text(call)
         turn.prompt_tokens, turn.completion_tokens = completion.prompt_tokens, completion.completion_tokens
         turn.latency_s, turn.cached = completion.latency_s, completion.cached
         turn.finish_reason = completion.finish_reason
@@ -129,9 +107,7 @@ class Agents:
 
 def final_answer(turn: AgentTurn | None) -> str | None:
     """The call text a turn submits: its chosen bracketed call, else its raw answer."""
-    if turn is None:
-        return None
-    return select_call(turn.answer) if turn.answer else turn.answer
+    return None if turn is None else turn.submitted().text
 
 
 # -- inter-agent messages --------------------------------------------------------------
@@ -178,7 +154,9 @@ def solution_from(turns: list[AgentTurn], chosen: AgentTurn | None, trace: dict[
     answer = final_answer(chosen)
     return Solution(
         answer=answer,
-        trace={**trace, "agents": [turn.to_dict() for turn in turns]},
+        trace=trace,
+        turns=list(turns),
+        prediction=None if chosen is None else chosen.submitted(),
         prompt_tokens=sum(turn.prompt_tokens for turn in turns),
         completion_tokens=sum(turn.completion_tokens for turn in turns),
         model_calls=len(turns),

@@ -42,7 +42,7 @@ def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = Non
     if not model:
         raise ValueError(f"no model name: pass {flag('model')} NAME (or set APIBANK_MODEL) for a remote endpoint")
     return ModelConfig(
-        base_urls=[local_url] if local else list(cfg.base_url),
+        base_urls=[local_url] if local_url is not None else list(cfg.base_url),
         model=model, api_key=cfg.api_key or "", temperature=cfg.temperature, top_p=cfg.top_p,
         max_tokens=cfg.max_tokens, seed=cfg.seed, extra_body=dict(cfg.extra_body), timeout=cfg.timeout,
         max_retries=cfg.max_retries, max_in_flight=cfg.max_in_flight,
@@ -88,11 +88,11 @@ def model_client(cfg: RunConfig, local_url: Callable[[], str] | None, sharing: i
     if cfg.is_gold:
         return None
     check_assignments(cfg)
-    default = single_client(cfg, local_url() if not cfg.base_url else None, sharing=sharing)
+    default = single_client(cfg, _embedded(local_url) if not cfg.base_url else None, sharing=sharing)
     clients = {(default.config.model, tuple(default.config.base_urls)): default}
     by_role = {}
     for given in assignments(cfg):
-        local = local_url() if given.model == EMBEDDED else None
+        local = _embedded(local_url) if given.model == EMBEDDED else None
         if local:
             role_cfg = dataclasses.replace(cfg, model="", base_url=[], deployment=None)
         else:  # a role's own endpoint is its own deployment: `--deployment` names `--base-url`'s
@@ -103,6 +103,13 @@ def model_client(cfg: RunConfig, local_url: Callable[[], str] | None, sharing: i
             clients[key] = single_client(role_cfg, local, breaker=default.breaker, sharing=sharing)
         by_role[given.role] = clients[key]
     return TeamModels(default, by_role, topology_roles(cfg)[1] if by_role else None)
+
+
+def _embedded(local_url: Callable[[], str] | None) -> str:
+    """The embedded model's URL (`local_url` starts it); a run given no way to start it names the flag it lacks."""
+    if local_url is None:
+        raise ValueError(f"no model endpoint: pass {flag('base_url')} URL")
+    return local_url()
 
 
 def single_client(cfg: RunConfig, local: str | None, breaker=None, sharing: int = 1) -> ChatClient:
@@ -123,8 +130,8 @@ def single_client(cfg: RunConfig, local: str | None, breaker=None, sharing: int 
         config = dataclasses.replace(config, deployment=deployment(
             {url: served_models(answers.get(url)) for url in config.base_urls}))
     client = ChatClient(config, breaker=breaker)
-    for url, exc in dead:  # one of several replicas is down: the run goes on with the others
-        warnings.warn(f"{exc}; it is left out of rotation and tried again later", RuntimeWarning, stacklevel=2)
+    for url, unreachable in dead:  # one of several replicas is down: the run goes on with the others
+        warnings.warn(f"{unreachable}; it is left out of rotation and tried again later", RuntimeWarning, stacklevel=2)
         client.router.eject(url)
     return client
 
@@ -148,9 +155,9 @@ def endpoint_models(base_url: str | None, require: bool = False) -> Any:
         return None
     probe = probe_models(base_url)
     if not probe.reachable and require:
-        reason = redact(probe.error.split(": ", 1)[-1])
+        reason = redact((probe.error or "no answer").split(": ", 1)[-1])
         raise EndpointUnreachable(f"cannot reach the model endpoint {redact(base_url)}: {reason}")
-    return probe.body if probe.body is not None else {"error": redact(probe.error)}
+    return probe.body if probe.body is not None else {"error": redact(probe.error or "no answer")}
 
 
 def served_models(answer: Any) -> Any:

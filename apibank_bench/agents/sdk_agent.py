@@ -17,12 +17,15 @@ from __future__ import annotations
 import asyncio
 import json
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from apibank_bench.llm import ChatClient, Completion, ModelError
 from apibank_bench.data.tasks import Task, render_call
 from apibank_bench.agents.chat_agent import Agents, AgentTurn
 from apibank_bench.agents.prompts import visible_schemas
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
 
 #: API-Bank parameter types as JSON-schema types; anything else is a string.
 JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean",
@@ -118,7 +121,9 @@ class SdkAgents(Agents):
         bridge = ClientBridge(client, self.seed(index, round))
         agent = Agent(name=role, instructions=messages[0]["content"],
                       tools=[function_tool(schema) for schema in visible_schemas(task)],
-                      model=OpenAIChatCompletionsModel(model=client.config.model or "", openai_client=bridge),
+                      model=OpenAIChatCompletionsModel(model=client.config.model or "",
+                                                       # the bridge is the part of the client the model uses
+                                                       openai_client=cast("AsyncOpenAI", bridge)),
                       tool_use_behavior="stop_on_first_tool")
         try:
             asyncio.run(Runner.run(agent, messages[1]["content"], max_turns=1,

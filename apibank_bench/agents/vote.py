@@ -28,8 +28,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from apibank_bench.scoring.parsing import ParseError, parse_call, select_call
 from apibank_bench.data.tasks import render_call
+from apibank_bench.scoring.parsing import ParsedCall
+from apibank_bench.scoring.prediction import Prediction
 
 RULES = ("reference", "normalized")
 
@@ -46,10 +47,14 @@ class Vote:
                 "winner": self.winner}
 
 
-def vote(answers: Sequence[str | None], rule: str = "reference") -> Vote:
+def _prediction(answer: str | None | Prediction) -> Prediction:
+    return answer if isinstance(answer, Prediction) else Prediction.submitted(answer)
+
+
+def vote(answers: Sequence[str | None | Prediction], rule: str = "reference") -> Vote:
     """Count the answers' votes under `rule` and pick the winner."""
     try:
-        keys = _RULES[rule](answers)
+        keys = _RULES[rule]([_prediction(answer) for answer in answers])
     except KeyError:
         raise ValueError(f"unknown vote rule {rule!r}; expected one of {', '.join(RULES)}") from None
     counts: dict[str, int] = {}
@@ -66,33 +71,37 @@ def vote(answers: Sequence[str | None], rule: str = "reference") -> Vote:
 
 # -- the reference rule ---------------------------------------------------------------------
 
-def reference_key(answer: str | None) -> str | None:
+def reference_key(answer: str | None | Prediction) -> str | None:
     """One answer's vote key under the reference's rule (None: it does not vote)."""
-    chosen = select_call(answer or "")
+    prediction = _prediction(answer)
+    chosen, call = prediction.text or "", prediction.call
     if not chosen.strip():
         return None
     try:
-        call = parse_call(chosen)
-        return json.dumps({"name": call.name, "params": call.arguments}, sort_keys=True, default=str)
-    except (ParseError, TypeError):  # TypeError: a dict mixing key types cannot be sorted (the reference crashes)
-        return chosen.strip().lower()
+        if call is not None:
+            return json.dumps({"name": call.name, "params": call.arguments}, sort_keys=True, default=str)
+    except TypeError:  # a dict mixing key types cannot be sorted (the reference crashes)
+        pass
+    return chosen.strip().lower()
 
 
-def _reference_keys(answers: Sequence[str | None]) -> list[str | None]:
-    return [reference_key(answer) for answer in answers]
+def _reference_keys(predictions: Sequence[Prediction]) -> list[str | None]:
+    return [reference_key(prediction) for prediction in predictions]
 
 
 # -- the normalized rule (an option) --------------------------------------------------------
 
-def canonical_call(answer: str | None) -> str | None:
-    """A call's canonical text (arguments sorted by key, string values trimmed); None if it does not parse.
+def canonical_call(answer: str | None | Prediction) -> str | None:
+    """An answer's call in canonical text (`canonical_text`); None if it does not parse."""
+    call = _prediction(answer).call
+    return None if call is None else canonical_text(call)
+
+
+def canonical_text(call: ParsedCall) -> str:
+    """A call's canonical text (arguments sorted by key, string values trimmed).
 
     This is the normalized vote's key, and what agents are shown as a peer's proposed call.
     """
-    try:
-        call = parse_call(answer)
-    except ParseError:
-        return None
     return render_call(call.name, {key: _trimmed(value) for key, value in sorted(call.arguments.items())})
 
 
@@ -106,13 +115,13 @@ def _trimmed(value: Any) -> Any:
     return value
 
 
-def _normalized_keys(answers: Sequence[str | None]) -> list[str | None]:
-    keys = [canonical_call(answer) for answer in answers]
+def _normalized_keys(predictions: Sequence[Prediction]) -> list[str | None]:
+    keys = [canonical_call(prediction) for prediction in predictions]
     if any(keys):
         return keys
-    return [" ".join((answer or "").lower().split()) or None for answer in answers]
+    return [" ".join((prediction.answer or "").lower().split()) or None for prediction in predictions]
 
 
-_RULES: dict[str, Callable[[Sequence[str | None]], list[str | None]]] = {
+_RULES: dict[str, Callable[[Sequence[Prediction]], list[str | None]]] = {
     "reference": _reference_keys, "normalized": _normalized_keys,
 }

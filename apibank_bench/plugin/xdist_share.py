@@ -13,6 +13,7 @@ from xdist.scheduler import LoadScheduling
 
 from apibank_bench.plugin.options import SETTINGS_KEY, SHARE_KEY, URL_KEY
 from apibank_bench.runs.benchmark_run import BenchmarkRun
+from apibank_bench.scoring.stage import Reason
 
 #: Seconds the embedded server gets to exit on SIGTERM before SIGKILL. Its graceful shutdown (uvicorn's) waits
 #: for the completions being generated, a minute each at worst, which a stopped run has abandoned; an idle
@@ -127,7 +128,7 @@ class XdistParts:
         except (KeyError, ValueError, OSError):
             return None
         message = f"harness crash: the test process died ({str(report.longrepr).strip().splitlines()[0][:200]})"
-        self.add(error_result(task, message, epoch).payload)
+        self.add(error_result(task, message, epoch, reason=Reason.ERROR_WORKER_CRASH).payload)
         return None  # the report stays a failure; xdist does not reschedule the case
 
     def add(self, payload: dict) -> None:

@@ -71,15 +71,21 @@ def point_of(run: Run, table: PriceTable | None, seed: int = 0) -> Point:
                  _bootstrap_mean(values, seed), costs)
 
 
+def _cost(point: Point) -> float:
+    """The cost of a point known to have one."""
+    assert point.cost is not None, "a point without a cost is never compared on cost"
+    return point.cost
+
+
 def frontier_of(points: list[Point]) -> list[Point]:
     """The configurations no other one dominates in point estimates, in order of cost (then accuracy)."""
     priced = [p for p in points if p.cost is not None]
 
     def dominates(a: Point, b: Point) -> bool:
-        return a.cost <= b.cost and a.accuracy >= b.accuracy and (a.cost < b.cost or a.accuracy > b.accuracy)
+        return _cost(a) <= _cost(b) and a.accuracy >= b.accuracy and (_cost(a) < _cost(b) or a.accuracy > b.accuracy)
 
     on = [p for p in priced if not any(dominates(q, p) for q in priced if q is not p)]
-    return sorted(on, key=lambda p: (p.cost, -p.accuracy))
+    return sorted(on, key=lambda p: (_cost(p), -p.accuracy))
 
 
 def paired_cost_difference(a: Point, b: Point, ids: list[str], seed: int) -> tuple[float, tuple[float, float]] | None:
@@ -121,7 +127,7 @@ def frontier(runs: list[Run], table: PriceTable | None = None, seed: int = 0,
         if point.cost is None:
             point.status, point.reason = INDISTINCT, "no cost: its usage (or a model's price) is missing"
             continue
-        dominators = [q for q in on if q.cost <= point.cost and q.accuracy >= point.accuracy]
+        dominators = [q for q in on if _cost(q) <= point.cost and q.accuracy >= point.accuracy]
         judged = [(q, *judge(q, point, alpha, seed)) for q in dominators]
         hit = next(((q, why) for q, significant, why in judged if significant), None)
         if hit:

@@ -13,6 +13,7 @@ import csv
 import json
 import shutil
 from html import escape
+from typing import Any
 from pathlib import Path
 from urllib.parse import quote
 
@@ -190,6 +191,13 @@ def failures_table(runs: list[Run], summaries: list[dict]) -> str:
     return _table(["run", *Stage], rows)
 
 
+def reasons_table(runs: list[Run], summaries: list[dict]) -> str:
+    """Failures per reason code (scoring.stage.Reason), a row per code, a column per run."""
+    codes = sorted({code for s in summaries for code in s.get("failures_by_reason") or {}})
+    rows = [[code, *((s.get("failures_by_reason") or {}).get(code, 0) for s in summaries)] for code in codes]
+    return _table(["reason", *(run.name for run in runs)], rows)
+
+
 def api_table(runs: list[Run], summaries: list[dict]) -> str:
     apis = sorted({api for s in summaries for api in s["by_api"]})
     rows = [[api, *(counts_text(s["by_api"][api]) if api in s["by_api"] else "—"
@@ -259,7 +267,7 @@ def instances_table(runs: list[Run], pages: dict[tuple[int, str], str]) -> str:
     rows = []
     for task_id in order:
         first = next(rows_of[task_id] for rows_of in by_id if task_id in rows_of)
-        cells = []
+        cells: list[Any] = []  #: a cell's text, or (text, css class, href, hover title)
         for number, (rows_of, counts) in enumerate(zip(by_id, repeats)):
             row = rows_of.get(task_id)
             if row is None:
@@ -348,8 +356,8 @@ def build_report(paths: list, out: Path, seed: int = 0, prices=None) -> Path:
         ("Runs", runs_table(runs, summaries) + sweep_tables(paths)),
         ("Accuracy with 95% Wilson intervals", _image(plots.accuracy_intervals(names, summaries), "accuracy")
          + levels_table(runs, summaries)),
-        ("Failures by stage", failures_table(runs, summaries)
-         + _image(plots.failures_by_stage(names, summaries), "failures by stage")),
+        ("Failures by stage and reason", failures_table(runs, summaries)
+         + _image(plots.failures_by_stage(names, summaries), "failures by stage") + reasons_table(runs, summaries)),
         ("Accuracy against tokens", _image(plots.accuracy_vs_tokens(names, summaries), "accuracy against tokens")
          + role_table(runs, summaries)),
         ("Accuracy per gold API", api_table(runs, summaries)),

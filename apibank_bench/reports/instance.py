@@ -156,6 +156,8 @@ def sections(instance: Instance, prompt_chars: int = PROMPT_CHARS, root=None) ->
         head.append(f"· {protocol}")  # the turns below are replicas, not the topology's roles talking
     result = [f"scored call: {row.predicted_call or 'none'}", f"gold call:   {row.gold_call}",
               f"stage:       {row.stage}" + (" (correct)" if row.is_correct else "")]
+    if row.reason:
+        result.append(f"reason:      {row.reason}")
     if row.error:
         result.append(f"error:       {row.error}")
     blocks = [(instance.id, head), ("dialogue", dialogue_lines(instance.id, root))]

@@ -35,7 +35,7 @@ def _legend(ax) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")  # beside the plot, hiding nothing
 
 
-def _height(rows: int) -> float:
+def _height(rows: float) -> float:
     return 1.6 + 0.45 * rows
 
 

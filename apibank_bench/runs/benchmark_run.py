@@ -16,7 +16,6 @@ the earlier results alone.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
@@ -59,7 +58,7 @@ class BenchmarkRun:
         self.seen: set[tuple[str, int]] = set()  #: (instance, epoch) keys written
         self.done = self.correct = self.errors = self.cache_hits = 0
         self.answers = self.cut_answers = 0  #: the model's answers, and those that stopped at max_tokens
-        self.error_reasons: Counter[str] = Counter()
+        self.error_reasons: dict[str, str] = {}  #: an error row's reason code -> the first error message with it
         self.model: Any = None  #: this process's model client (None for the gold self-check)
         self.pool: InstancePool | None = None  #: this process's instances in flight
         self.local_url: str | None = None  #: the embedded model's URL, if this run started it
@@ -146,7 +145,7 @@ class BenchmarkRun:
         self.correct += row.is_correct
         if row.is_error:
             self.errors += 1
-            self.error_reasons[str(row.error or "?")[:160]] += 1
+            self.error_reasons.setdefault(str(row.reason), str(row.error or "?")[:160])
         turns = (payload.get("trace") or {}).get("agents") or ()
         self.cache_hits += sum(bool(turn.get("cached")) for turn in turns)
         reasons = [turn["finish_reason"] for turn in turns if turn.get("finish_reason")]

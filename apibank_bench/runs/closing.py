@@ -11,9 +11,10 @@ from apibank_bench.runs.results import RESULTS, UNREADABLE
 from apibank_bench.runs.summary import table_lines
 from apibank_bench.runs.team import protocol_words
 from apibank_bench.runs.naming import results_dir
+from apibank_bench.scoring.stage import Stage
 
 
-def closing_lines(cfg, summary: dict, error_reasons: Counter | None = None, width: int = 80) -> list[str]:
+def closing_lines(cfg, summary: dict, error_reasons: dict[str, str] | None = None, width: int = 80) -> list[str]:
     """The closing table: a rule with the run's name, the table, what is incomplete, and where the results are."""
     model = summary["config"].get("model", {}).get("model", "?")
     label = "gold calls (harness self-check, no model)" if cfg.is_gold else f"{cfg.topology} / {model}"
@@ -21,8 +22,10 @@ def closing_lines(cfg, summary: dict, error_reasons: Counter | None = None, widt
     if protocol:
         label = f"{cfg.topology} ({protocol}) / {model}"
     lines = [f" API-Bank: {label} ".center(width, "="), *table_lines(summary)]
-    for reason, count in (error_reasons or Counter()).most_common(3):
-        lines.append(f"error x{count}: {reason}")
+    counts = Counter({code: count for code, count in (summary.get("failures_by_reason") or {}).items()
+                      if code.startswith(f"{Stage.ERROR}:")})
+    for code, count in counts.most_common(3):
+        lines.append(f"{code} x{count}: {(error_reasons or {}).get(code, '-')}")
     selection = summary.get("selection") or {}
     if selection.get("deselected"):
         by = ", ".join(f"{name} {value}" if not isinstance(value, bool) else name

@@ -102,9 +102,9 @@ def tokens_by_model(traces: Iterable[dict]) -> dict[str, dict]:
 def per_correct(triples: Iterable[tuple[str, float, bool]], seed: int = 0) -> dict:
     """Cost per correct answer from (instance, cost, correct) triples, instances resampled whole."""
     clusters: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
-    for instance, spent, correct in triples:
+    for instance, spent, right in triples:
         clusters[instance][0] += spent
-        clusters[instance][1] += bool(correct)
+        clusters[instance][1] += bool(right)
     cost = sum(spent for spent, _ in clusters.values())
     correct = int(sum(right for _, right in clusters.values()))
     interval = ratio_bootstrap([c for c, _ in clusters.values()], [r for _, r in clusters.values()], seed)
@@ -116,7 +116,8 @@ def per_correct(triples: Iterable[tuple[str, float, bool]], seed: int = 0) -> di
 def instance_costs(traces: Iterable[dict], table: PriceTable | None) -> tuple[list[tuple[str, float, bool]], dict]:
     """(instance, cost, correct) per trace with a result: money with a table, else tokens; and what was left
     out (traces whose usage or a model's price is missing)."""
-    triples, missing_usage, unpriced = [], 0, Counter()
+    triples: list[tuple[str, float, bool]] = []
+    missing_usage, unpriced = 0, Counter[str]()
     for trace in traces:
         result, turns = trace.get("result") or {}, trace.get("agents") or []
         if not result:

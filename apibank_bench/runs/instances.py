@@ -25,7 +25,7 @@ from apibank_bench.runs.results import records
 from apibank_bench.runs.row import ResultRow
 from apibank_bench.runs.team import team_fields
 from apibank_bench.scoring.scorer import Score, Scorer
-from apibank_bench.scoring.stage import Stage
+from apibank_bench.scoring.stage import Reason, Stage, model_error_reason
 from apibank_bench.data.tasks import Task
 
 #: One scoring at a time per process: it is CPU-bound (no gain from threads under the GIL), and each
@@ -74,7 +74,7 @@ class InstanceResult:
 
 def _turn_errors(solution: Solution) -> list[str]:
     """Model errors of a solution: its own, and any agent turn's (a team with a failed member is not the team)."""
-    errors = [agent.get("error") for agent in solution.trace.get("agents", []) if agent.get("error")]
+    errors = [turn.error for turn in solution.turns or () if turn.error]
     return errors or ([solution.error] if solution.error else [])
 
 
@@ -113,13 +113,15 @@ def score(solved: Solved, scorer: Scorer) -> InstanceResult:
     task, solution, team = solved.task, solved.solution, None
     if solved.errors:
         error = solved.errors[-1]
-        verdict = Score(False, Stage.ERROR, f"model error: {error}" if solved.endpoint_failure else error)
+        verdict = (Score(False, Stage.ERROR, f"model error: {error}", reason=model_error_reason(error))
+                   if solved.endpoint_failure else Score(False, Stage.ERROR, error, reason=Reason.ERROR_SOLVER_CRASH))
     else:
         try:
             with _SCORING:
-                verdict = scorer.score(task, solution.answer)
+                verdict = scorer.score(task, solution.answer if solution.prediction is None else solution.prediction)
         except Exception as exc:  # a scorer bug is the harness's failure, not the answer's
-            verdict = Score(False, Stage.ERROR, f"scorer crashed: {type(exc).__name__}: {exc}")
+            verdict = Score(False, Stage.ERROR, f"scorer crashed: {type(exc).__name__}: {exc}",
+                            reason=Reason.ERROR_SCORER_CRASH)
         team = _score_agents(task, solution, scorer) if verdict.stage != Stage.ERROR else None
     return _result(task, solution, verdict, solved.elapsed, solved.endpoint_failure, solved.epoch, team)
 
@@ -127,31 +129,31 @@ def score(solved: Solved, scorer: Scorer) -> InstanceResult:
 def _score_agents(task: Task, solution: Solution, scorer: Scorer) -> dict | None:
     """A team's agents scored with the same scorer (runs.team): the row's team fields; None for a
     single agent. A crash here costs only the agents' scores (recorded), never the team's verdict."""
-    agents = solution.trace.get("agents") or []
-    if len(agents) < 2:
+    turns = solution.turns or []
+    if len(turns) < 2:
         return None
     try:
         with _SCORING:
-            return team_fields(agents, solution.trace.get("vote"), lambda answer: scorer.score(task, answer))
+            return team_fields(turns, solution.trace.get("vote"), lambda prediction: scorer.score(task, prediction))
     except Exception as exc:  # noqa: BLE001
         return {"agents_correct": None, "agents_error": f"scorer crashed: {type(exc).__name__}: {exc}"}
 
 
-def error_result(task: Task, message: str, epoch: int = 0) -> InstanceResult:
-    """An instance that produced nothing to score (time limit, cancelled run...)."""
-    return _result(task, Solution(answer=None), Score(False, Stage.ERROR, message), 0.0, False, epoch)
+def error_result(task: Task, message: str, epoch: int = 0, *, reason: Reason) -> InstanceResult:
+    """An instance that produced nothing to score (time limit, a dead worker...)."""
+    return _result(task, Solution(answer=None), Score(False, Stage.ERROR, message, reason=reason), 0.0, False, epoch)
 
 
 def _result(task: Task, solution: Solution, score: Score, elapsed: float, endpoint_failure: bool, epoch: int = 0,
             team: dict | None = None) -> InstanceResult:
-    agents = solution.trace.get("agents")
+    turns = solution.turns
     prediction, row = records(task, solution.answer, score, epoch, prompt_tokens=solution.prompt_tokens,
                               completion_tokens=solution.completion_tokens, latency_s=round(elapsed, 4),
                               model_calls=solution.model_calls,
-                              **({"agent_answers": [agent.get("answer") for agent in agents]} if agents else {}),
+                              **({"agent_answers": [turn.answer for turn in turns]} if turns else {}),
                               **(team or {}))
     trace = {"id": task.combined_id, "epoch": epoch, "gold_call": task.gold_call, "result": row.to_json(),
-             **solution.trace}
+             **solution.to_trace()}  # the turns become JSON here, once
     return InstanceResult(task, score, prediction, row, trace, endpoint_failure, epoch)
 
 
@@ -255,7 +257,7 @@ class InstancePool:
                 # The thread cannot be killed; it finishes in the background and its answer is discarded.
                 plain_id, epoch = split_case(task_id)
                 return error_result(self._load(plain_id), f"time limit: no result within {self.time_limit:g} s "
-                                    f"({flag('instance_timeout')})", epoch)
+                                    f"({flag('instance_timeout')})", epoch, reason=Reason.ERROR_TIME_LIMIT)
 
     def stop(self, reason: str) -> None:
         """Cancel every instance that has not started (running ones finish, bounded by the model timeout)."""

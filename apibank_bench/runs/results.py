@@ -19,7 +19,7 @@ from apibank_bench.core.text import SURROGATES
 from apibank_bench.runs.epochs import row_key, split_case
 from apibank_bench.runs.row import ResultRow
 from apibank_bench.scoring.scorer import Score, Scorer
-from apibank_bench.scoring.stage import Stage
+from apibank_bench.scoring.stage import Reason, Stage
 from apibank_bench.data.tasks import Task, get_task
 
 RESULTS = "results.jsonl"
@@ -92,7 +92,7 @@ def records(task: Task, answer: str | None, score: Score, epoch: int = 0, **solv
     None is written as null (runs.row)."""
     prediction = {"id": task.combined_id, "epoch": epoch, "prediction": answer, "predicted_call": score.predicted_call}
     row = ResultRow(task.combined_id, epoch, task.level, score.correct, score.stage, score.error, score.predicted_call,
-                    task.gold_call, **solved, nulls=frozenset(name for name, value in solved.items() if value is None))
+                    task.gold_call, score.reason, **solved, nulls=frozenset(name for name, value in solved.items() if value is None))
     return cap_strings(prediction), ResultRow.from_json(cap_strings(row.to_json()))  # a cut string's note beside it
 
 
@@ -293,7 +293,8 @@ def score_predictions_file(predictions: Path, out_dir: Path, level: str | None =
         answer = line.get("prediction")
         cut = line.get("prediction_truncated")
         score = (Score(False, Stage.ERROR, f"the stored answer was cut to {MAX_STORED_CHARS} characters (of "
-                                       f"{cut.get('length')}): the whole answer is not in this file")
+                                       f"{cut.get('length')}): the whole answer is not in this file",
+                       reason=Reason.ERROR_CUT_ANSWER)
                  if isinstance(cut, dict) else scorer.score(task, answer))
         prediction, row = records(task, answer, score)
         files.append(prediction, row)

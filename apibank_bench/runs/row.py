@@ -12,7 +12,8 @@ file remembers that file's keys in their order (`layout`), its unknown keys incl
 version's field, the `<key>_truncated` notes of a cut string, `extra`): written back, it is the
 line it was read from.
 
-In Python the stage is a `Stage`; in JSON a plain str (xdist's channel serializes no enum).
+In Python the stage is a `Stage` and the reason a `Reason`; in JSON plain strs (xdist's channel serializes
+no enum). A reason code this version does not know (a newer version's) is kept as the str it read.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from apibank_bench.scoring.stage import Stage
+from apibank_bench.scoring.stage import Reason, Stage
 
 _COLUMN = {"column": True}  #: written in every row, null or not (readers may rely on the key)
 
@@ -41,6 +42,7 @@ class ResultRow:
     error: str | None = field(default=None, metadata=_COLUMN)
     predicted_call: str | None = field(default=None, metadata=_COLUMN)
     gold_call: str | None = field(default=None, metadata=_COLUMN)
+    reason: Reason | str | None = None  #: why it is not correct, as a code (scoring.stage.Reason); absent when correct
     # What solving the instance took; rows of `apibank-bench score` (saved answers) have none of it.
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -60,6 +62,8 @@ class ResultRow:
     def __post_init__(self) -> None:
         if self.stage is not None and not isinstance(self.stage, Stage):
             object.__setattr__(self, "stage", Stage(self.stage))
+        if self.reason is not None and not isinstance(self.reason, Reason):
+            object.__setattr__(self, "reason", _reason(self.reason))
 
     @property
     def is_error(self) -> bool:
@@ -84,8 +88,9 @@ class ResultRow:
     def to_json(self) -> dict[str, Any]:
         """The row as results.jsonl holds it: plain JSON values, in the file's order (see the docstring)."""
         line = {spec.name: getattr(self, spec.name) for spec in _FIELDS if self._written(spec)}
-        if line.get("stage") is not None:
-            line["stage"] = Stage(line["stage"]).value
+        for key in ("stage", "reason"):  # plain str in JSON
+            if line.get(key) is not None:
+                line[key] = str(line[key])
         line.update(self.extra)
         if not self.layout:
             return line
@@ -102,3 +107,10 @@ class ResultRow:
 
 _FIELDS = [spec for spec in dataclasses.fields(ResultRow) if spec.name not in ("nulls", "layout", "extra")]
 _NAMES = frozenset(spec.name for spec in _FIELDS)
+
+
+def _reason(code: str) -> Reason | str:
+    try:
+        return Reason(code)
+    except ValueError:
+        return code

@@ -21,6 +21,7 @@ from apibank_bench.runs.team import team_summary
 from apibank_bench.runs.row import ResultRow
 from apibank_bench.scoring.stage import Stage
 
+UNRECORDED = "unrecorded"  #: the reason of a failed row written before reason codes
 SMALL_N = 20  #: below this many instances an accuracy is flagged as too noisy to read alone
 _API_NAME = re.compile(r"\s*\[?\s*([A-Za-z_]\w*)\s*\(")
 
@@ -128,9 +129,9 @@ def _per_correct(pairs: Iterable[tuple[str, int, bool]]) -> dict:
     """Tokens per correct answer from (instance, tokens, correct) triples, with a bootstrap interval
     resampling instances (an instance's epochs stay together)."""
     clusters: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for instance, used, correct in pairs:
+    for instance, used, right in pairs:
         clusters[instance][0] += used
-        clusters[instance][1] += correct
+        clusters[instance][1] += right
     tokens = sum(used for used, _ in clusters.values())
     correct = sum(right for _, right in clusters.values())
     interval = ratio_bootstrap([u for u, _ in clusters.values()], [r for _, r in clusters.values()])
@@ -155,8 +156,8 @@ def role_tokens_per_correct(traces: Iterable[dict]) -> dict[str, dict]:
     for trace in traces:
         result = trace.get("result") or {}
         turns = trace.get("agents") or []
-        usages = [turn_usage(turn) for turn in turns]
-        if not turns or any(usage is None for usage in usages) or not result:
+        usages = [usage for usage in map(turn_usage, turns) if usage is not None]
+        if not turns or len(usages) < len(turns) or not result:
             continue
         correct = ResultRow.from_json(result).is_correct  # the row the trace holds
         spent: dict[str, int] = defaultdict(int)
@@ -185,12 +186,14 @@ def summarize_rows(rows: list[ResultRow], traces: Iterable[dict] = ()) -> dict:
     """
     traces = list(traces)
     failures = Counter(row.stage for row in rows if not row.is_correct)
+    reasons = Counter(str(row.reason or UNRECORDED) for row in rows if not row.is_correct)
     tokens = instance_tokens(rows)
     summary = {
         **accuracy(rows),
         "by_level": _grouped(rows, lambda row: str(row.level)),
         "by_api": _grouped(rows, lambda row: gold_api_name(row.gold_call)),
         "failures_by_stage": {stage: failures.get(stage, 0) for stage in Stage},
+        "failures_by_reason": dict(sorted(reasons.items(), key=lambda item: (-item[1], item[0]))),
         "tokens": {"prompt_tokens": tokens["prompt_tokens"], "completion_tokens": tokens["completion_tokens"]},
         "tokens_per_instance": tokens,
         "tokens_by_role": role_tokens(traces),
@@ -247,6 +250,8 @@ def table_lines(summary: dict) -> list[str]:
         lines.append(f"accuracy over the {summary['completed']} completed " + ("attempts: " if repeats else "instances: ")
                      + ("-" if completed is None else f"{completed:.1%}"))
     lines.append("failures by stage: " + ", ".join(f"{k} {v}" for k, v in summary["failures_by_stage"].items()))
+    if summary.get("failures_by_reason"):  # (summaries written before reason codes have none)
+        lines.append("failures by reason: " + ", ".join(f"{k} {v}" for k, v in summary["failures_by_reason"].items()))
     tokens = summary["tokens_per_instance"]
     if tokens["total_per_instance"] is not None:
         lines.append(f"tokens per instance: {tokens['total_per_instance']:.0f}"

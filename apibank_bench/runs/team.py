@@ -15,32 +15,39 @@ aggregation" (fewer than half of the agents' final calls right, the team right).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from apibank_bench.runs.row import ResultRow
-from apibank_bench.scoring.parsing import select_call
 from apibank_bench.scoring.stage import Stage
 
+if TYPE_CHECKING:
+    from apibank_bench.agents.chat_agent import AgentTurn
+    from apibank_bench.scoring.prediction import Prediction
+    from apibank_bench.scoring.scorer import Score
 
-def scored_turns(turns: list[dict], score: Callable[[str | None], object]) -> list[dict]:
+
+def scored_turns(turns: list[AgentTurn], score: Callable[[Prediction], Score]) -> list[dict]:
     """`agents_correct`: one entry per turn that ends in a call, in the trace's order.
 
-    `score(answer)` is the run's scorer on this task; the same answer is scored once. A turn with
-    a model error has no answer to score and is left out (such a row is an error row anyway).
+    `score(prediction)` is the run's scorer on this task, given the call the turn submits (parsed
+    once: `AgentTurn.submitted`); the same call text is scored once. A turn with a model error has
+    no answer to score and is left out (such a row is an error row anyway).
     """
-    verdicts: dict[str | None, object] = {}
+    verdicts: dict[str | None, Score] = {}
     scored = []
     for turn in turns:
-        if not turn.get("emits_call", True) or turn.get("error"):
+        if not turn.emits_call or turn.error:
             continue
-        answer = select_call(turn["answer"]) if turn.get("answer") else turn.get("answer")
-        if answer not in verdicts:
-            verdicts[answer] = score(answer)
-        verdict = verdicts[answer]
-        entry = {"role": turn.get("role"), "round": turn.get("round", 0), "index": turn.get("index", 0),
-                 "correct": bool(verdict.correct), "stage": Stage(verdict.stage).value}  # plain JSON
-        if turn.get("model"):  # the model that answered (a model per role: --model-role); old traces have none
-            entry["model"] = turn["model"]
+        prediction = turn.submitted()
+        if prediction.text not in verdicts:
+            verdicts[prediction.text] = score(prediction)
+        verdict = verdicts[prediction.text]
+        entry: dict[str, Any] = {"role": turn.role, "round": turn.round, "index": turn.index,
+                                 "correct": bool(verdict.correct), "stage": Stage(verdict.stage).value}  # plain JSON
+        if verdict.reason is not None:
+            entry["reason"] = str(verdict.reason)
+        if turn.model:  # the model that answered (a model per role: --model-role)
+            entry["model"] = turn.model
         scored.append(entry)
     return scored
 
@@ -63,7 +70,7 @@ def vote_margin(vote: dict | None) -> int | None:
     return counts[0] - (counts[1] if len(counts) > 1 else 0)
 
 
-def team_fields(turns: list[dict], vote: dict | None, score: Callable[[str | None], object]) -> dict:
+def team_fields(turns: list[AgentTurn], vote: dict | None, score: Callable[[Prediction], Score]) -> dict:
     """The fields a team's results row adds: agents_correct, oracle and (voting teams) vote_margin."""
     agents_correct = scored_turns(turns, score)
     fields = {"agents_correct": agents_correct,
@@ -82,7 +89,7 @@ def team_summary(rows: list[ResultRow]) -> dict | None:
 
     Error rows carry no agent scores and are left out here (they are counted in `errors`).
     """
-    team = [row for row in rows if row.agents_correct is not None and not row.is_error]
+    team = [(row, row.agents_correct) for row in rows if row.agents_correct is not None and not row.is_error]
     if not team:
         return None
     n = len(team)
@@ -91,13 +98,13 @@ def team_summary(rows: list[ResultRow]) -> dict | None:
     by_model: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     lost = fixed = oracle = correct = 0
     margins = []
-    for row in team:
-        for turn in row.agents_correct:
+    for row, agents_correct in team:
+        for turn in agents_correct:
             for table, key in ((by_role, str(turn["role"])), (by_round, str(turn["round"])),
                                (by_model, str(turn.get("model") or "?"))):
                 table[key][0] += turn["correct"]
                 table[key][1] += 1
-        finals = final_calls(row.agents_correct)
+        finals = final_calls(agents_correct)
         right = sum(turn["correct"] for turn in finals)
         oracle += bool(row.oracle)
         correct += bool(row.correct)

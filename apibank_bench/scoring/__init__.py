@@ -1,13 +1,14 @@
-"""Scoring an answer: the parser, the three stages (`stage`), the scorer (`scorer`), the scorers of
+"""Scoring an answer: the parser, the three stages and the failure reasons (`stage`), the parsed answer
+(`prediction`), the scorer (`scorer`), the scorers of
 the `score` stage per API (`api_scorers`, `toolsearcher_scorers`) and building the curated lists.
 
-Importing the package is light: `Stage` is all that readers of results files need, so the scorer
+Importing the package is light: `Stage` and `Reason` are all that readers of results files need, so the scorer
 (which imports the API environment) loads only when `Score` or `Scorer` is first asked for.
 """
 
-from apibank_bench.scoring.stage import Stage
+from apibank_bench.scoring.stage import Reason, Stage
 
-__all__ = ["Score", "Scorer", "Stage"]
+__all__ = ["Reason", "Score", "Scorer", "Stage"]
 
 
 def __getattr__(name: str):

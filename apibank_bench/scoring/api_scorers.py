@@ -7,15 +7,23 @@ call after the dialogue's earlier calls in a fresh environment and asks the API'
 `(task, arguments, scorer) -> (correct, error or None, result or None)`, where
 `scorer` is the `Scorer` with the run's data root and options; an exception it raises
 fails this answer only (the `Scorer` turns it into a wrong answer with the reason).
+
+A registration also says, as extras, what the scorer's wrong answers are called
+(`wrong`, a `Reason`; default `score:wrong_result`) and what scoring a task may load
+slowly (`needs(task, scorer)`: a key, or None; `load(key, scorer)` loads it), so the
+`Scorer` asks this table, never an API's name.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+import importlib
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from apibank_bench.apis.environment import Environment
 from apibank_bench.core.frozen import thaw
-from apibank_bench.core.registry import Registry
+from apibank_bench.core.registry import Entry, Registry
+from apibank_bench.scoring.stage import Reason
 
 if TYPE_CHECKING:
     from apibank_bench.data.tasks import Task
@@ -26,11 +34,36 @@ ApiScorer = Callable[["Task", dict, Any], Verdict]
 
 GENERIC = "*"
 API_SCORERS: Registry[ApiScorer] = Registry("API scorer", "the gold call's API")
+# The APIs with scorers of their own register when the table is first read.
+API_SCORERS.load_with(lambda: None if importlib.import_module("apibank_bench.scoring.toolsearcher_scorers") else None)
+
+
+def entry_for(api_name: str) -> Entry[ApiScorer]:
+    """The registration of this API's scorer, else the generic one's."""
+    return API_SCORERS.entry(api_name if API_SCORERS.has(api_name) else GENERIC)
 
 
 def scorer_for(api_name: str) -> ApiScorer:
     """The scorer registered for this API, else the generic one."""
-    return API_SCORERS.get(api_name if API_SCORERS.has(api_name) else GENERIC)
+    return entry_for(api_name).value
+
+
+def wrong_reason(api_name: str) -> Reason:
+    """What a wrong answer at the `score` stage of this API is called."""
+    return Reason(entry_for(api_name).extra.get("wrong", Reason.SCORE_WRONG_RESULT))
+
+
+def slow_loads(tasks: Iterable[Task], scorer: Any) -> list[Callable[[], object]]:
+    """What scoring `tasks`' gold APIs may load slowly (an embedding model and the catalog it searches),
+    one call per distinct need, in a stable order; empty when nothing is needed."""
+    needs: dict[tuple[str, Any], Callable[[Any, Any], object]] = {}
+    for task in tasks:
+        entry = entry_for(task.gold.api_name)
+        need = entry.extra.get("needs")
+        key = need(task, scorer) if need else None
+        if key is not None:
+            needs.setdefault((entry.name, key), entry.extra["load"])
+    return [partial(needs[name, key], key, scorer) for name, key in sorted(needs, key=repr)]
 
 
 @API_SCORERS.register(GENERIC, "execute the call after the replayed dialogue; the API's own check "

@@ -31,6 +31,7 @@ def curate_level(level: str, scorer: Scorer, limit: int | None = None) -> dict:
     excluded: Counter[str] = Counter()
     examples: dict[str, list[str]] = {}
     for task in load_level(level, scorer.root):
+        reason: str | None
         if _required_apis(task) & SKIP_APIS[level]:
             reason = "special_dependency_api"
         else:

@@ -32,13 +32,21 @@ from itertools import accumulate
 from typing import Any
 
 from apibank_bench.data.tasks import normalize_params
+from apibank_bench.scoring.stage import Reason
 
 _CALL_RE = re.compile(r"\[(?P<name>[A-Za-z_]\w*)\((?P<args>.*?)\)\]", re.DOTALL)
 _CALL_START_RE = re.compile(r"\[(?P<name>[A-Za-z_]\w*)\(")
 
 
 class ParseError(ValueError):
-    """The answer holds no usable call; the message says why."""
+    """The answer holds no usable call; the message says why, `reason` says it as a code."""
+
+    def __init__(self, message: str, reason: Reason) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+    def __reduce__(self) -> tuple:  # copied and pickled whole (the default passes the message alone)
+        return type(self), (str(self), self.reason)
 
 
 @dataclass(frozen=True)
@@ -91,7 +99,7 @@ class _Phase:
             self.square -= 1
             group = self.groups.get(self.paren)
             done = group.pop(self.square, None) if group else None
-            if done:
+            if group is not None and done:
                 ends.extend((start, index) for start in done)
                 group.size -= len(done)
                 self.size -= len(done)
@@ -195,15 +203,16 @@ def _call_node(args_text: str) -> ast.Call:
     try:
         node = ast.parse(f"_f({args_text})", mode="eval").body
     except SyntaxError as exc:
-        raise ParseError(f"invalid API call syntax: {exc.msg}") from None
+        raise ParseError(f"invalid API call syntax: {exc.msg}", Reason.PARSE_SYNTAX) from None
     except (RecursionError, MemoryError, ValueError) as exc:  # absurdly nested or NUL bytes
-        raise ParseError(f"invalid API call syntax: {type(exc).__name__}") from None
+        raise ParseError(f"invalid API call syntax: {type(exc).__name__}", Reason.PARSE_SYNTAX) from None
     # Quirk kept from the reference: only the outermost call is read, so `[F(a=1)(b=2)]`
     # (argument text `a=1)(b=2`, parsed as `_f(a=1)(b=2)`) reads as F(b=2).
     if not isinstance(node, ast.Call):
-        raise ParseError("API call must use keyword arguments only")
+        raise ParseError("API call must use keyword arguments only", Reason.PARSE_SYNTAX)
     if node.args:
-        raise ParseError("API call must use keyword arguments only (positional argument found)")
+        raise ParseError("API call must use keyword arguments only (positional argument found)",
+                         Reason.PARSE_POSITIONAL)
     return node
 
 
@@ -211,7 +220,14 @@ def _args_text(text: str, start: int, end: int) -> str | None:
     """The argument text of the span text[start : end + 1], or None unless it ends in `)]`."""
     if text[end - 1] != ")":
         return None
-    return text[_CALL_START_RE.match(text, start).end() : end - 1].strip()
+    return text[_call_start(text, start).end() : end - 1].strip()
+
+
+def _call_start(text: str, start: int) -> re.Match[str]:
+    """The `[Name(` that a span starts with (every span does)."""
+    match = _CALL_START_RE.match(text, start)
+    assert match is not None, "a span starts with [Name("
+    return match
 
 
 def _nesting_limit() -> int | None:
@@ -281,7 +297,7 @@ def _value(node: ast.expr) -> Any:
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-        raise ParseError(f"unsupported argument expression: {type(node).__name__}") from None
+        raise ParseError(f"unsupported argument expression: {type(node).__name__}", Reason.PARSE_VALUE) from None
 
 
 def _chosen(text: str) -> tuple[int, int, ast.Call | bool] | None:
@@ -290,7 +306,7 @@ def _chosen(text: str) -> tuple[int, int, ast.Call | bool] | None:
     spans = _spans(text)
     depths = _Depths(text) if len(spans) > 1 else None
     for start, end in reversed(spans):
-        if depths and text[end - 1] == ")" and depths.too_deep(_CALL_START_RE.match(text, start).end(), end - 1):
+        if depths and text[end - 1] == ")" and depths.too_deep(_call_start(text, start).end(), end - 1):
             continue
         shape = _call_shape(_args_text(text, start, end))
         if shape:
@@ -307,9 +323,9 @@ def select_call(text: str) -> str:
 def parse_call(text: str | None) -> ParsedCall:
     """Parse a raw model answer into a call, or raise ParseError saying why."""
     if text is None:
-        raise ParseError("empty answer")
+        raise ParseError("empty answer", Reason.PARSE_EMPTY)
     if not isinstance(text, str):
-        raise ParseError(f"answer is not text ({type(text).__name__})")
+        raise ParseError(f"answer is not text ({type(text).__name__})", Reason.PARSE_EMPTY)
     chosen = _chosen(text)
     node = None
     if chosen is None:  # no balanced span, but the whole answer may still look like a call
@@ -317,15 +333,15 @@ def parse_call(text: str | None) -> ParsedCall:
         name, args_text = (match.group("name"), match.group("args").strip()) if match else (None, None)
     else:
         start, end, shape = chosen
-        name, args_text = _CALL_START_RE.match(text, start).group("name"), _args_text(text, start, end)
+        name, args_text = _call_start(text, start).group("name"), _args_text(text, start, end)
         node = shape if isinstance(shape, ast.Call) else None  # parsed once, while choosing
-    if args_text is None:
-        raise ParseError("no [ApiName(...)] call found")
+    if args_text is None or name is None:  # (a name comes with argument text)
+        raise ParseError("no [ApiName(...)] call found", Reason.PARSE_NO_CALL if text.strip() else Reason.PARSE_EMPTY)
     if not args_text:
         return ParsedCall(name, {})
     arguments: dict[str, Any] = {}
     for keyword in (node or _call_node(args_text)).keywords:
         if keyword.arg is None:
-            raise ParseError("**kwargs are not supported in API calls")
+            raise ParseError("**kwargs are not supported in API calls", Reason.PARSE_KWARGS)
         arguments[keyword.arg] = _value(keyword.value)
     return ParsedCall(name, normalize_params(arguments))

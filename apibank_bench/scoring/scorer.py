@@ -6,7 +6,8 @@ gold name (stage `api_name`), then the scorer registered for that API judges the
 call (stage `score`; `api_scorers`): for most APIs the dialogue's earlier calls
 are replayed in a fresh environment, the predicted call is executed, and the
 API's own `check_api_call_correctness` compares it with the recorded gold
-result; ToolSearcher has scorers of its own (`toolsearcher_scorers`).
+result; APIs with scorers of their own register them in `api_scorers`.
+A wrong answer's `reason` (scoring.stage.Reason) says why in a code.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from apibank_bench.core.paths import require_root
+from apibank_bench.data import specs
 from apibank_bench.data.tasks import Task, render_call
-from apibank_bench.scoring.api_scorers import scorer_for
-from apibank_bench.scoring.parsing import ParseError, parse_call
-from apibank_bench.scoring.stage import Stage
-# (importing it also registers ToolSearcher's API scorer)
-from apibank_bench.scoring.toolsearcher_scorers import SCORERS, default_scorer, searched_catalog
+from apibank_bench.scoring.api_scorers import scorer_for, slow_loads, wrong_reason
+from apibank_bench.scoring.prediction import Prediction
+from apibank_bench.scoring.stage import Reason, Stage
+from apibank_bench.scoring.toolsearcher_scorers import option_value
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Score:
     api_name: str | None = None
     arguments: dict[str, Any] = field(default_factory=dict)
     result: Any = None
+    reason: Reason | None = None  #: why it is not correct (None: it is)
 
     @property
     def predicted_call(self) -> str | None:
@@ -43,53 +45,56 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _is_api(name: str, level: str) -> bool:
+    """Whether `name` is an API of the API set of a Level-`level` task."""
+    return name in specs.specs(specs.api_set_for_level(level))
+
+
 class Scorer:
     """Scores answers for tasks of one data root. Thread-safe: every call builds its own environment."""
 
     def __init__(self, root: str | Path | None = None, toolsearcher_scorer: str | None = None) -> None:
         self.root = require_root(root)
-        name = (toolsearcher_scorer or "").strip().lower()
-        self.toolsearcher_scorer = SCORERS.entry(name).name if name else None  #: None: the level's default
-
-    def toolsearcher_scorer_for(self, task: Task) -> str:
-        return self.toolsearcher_scorer or default_scorer(task.level)
+        self.toolsearcher_scorer = option_value(toolsearcher_scorer)  #: the run's setting (None: the level's default)
 
     def preload(self, tasks: Iterable[Task]) -> threading.Thread | None:
-        """Load, in a background thread, the embedding model and catalogs that scoring `tasks` may need
-        (a predicted ToolSearcher call whose keywords were never recorded is searched by embedding),
-        so that the first such scoring does not wait seconds for the model. None: nothing to load."""
-        catalogs = sorted({(self.toolsearcher_scorer_for(task), task.level) for task in tasks
-                           if task.gold.api_name == "ToolSearcher"
-                           and SCORERS.entry(self.toolsearcher_scorer_for(task)).extra.get("searches")})
-        if not catalogs:
+        """Load, in a background thread, what the API scorers of `tasks` may load slowly (api_scorers.slow_loads:
+        the embedding model and catalogs a search scorer embeds with), so that the first such scoring does not
+        wait seconds for it. None: nothing to load."""
+        loads = slow_loads(tasks, self)
+        if not loads:
             return None
 
         def load() -> None:
             try:
-                for scorer, level in catalogs:
-                    searched_catalog(scorer, level, self.root).embeddings()
+                for each in loads:
+                    each()
             except Exception:  # noqa: BLE001 - the scoring that needs it reports why (e.g. ModelUnavailable)
                 pass
 
-        thread = threading.Thread(target=load, name="apibank-toolsearcher-preload", daemon=True)
+        thread = threading.Thread(target=load, name="apibank-scorer-preload", daemon=True)
         thread.start()
         return thread
 
-    def score(self, task: Task, answer: str | None) -> Score:
-        try:
-            call = parse_call(answer)
-        except ParseError as exc:
-            return Score(False, Stage.PARSE, describe(exc))
+    def score(self, task: Task, answer: str | None | Prediction) -> Score:
+        """Score an answer (its text, or a `Prediction`: parsed already)."""
+        prediction = answer if isinstance(answer, Prediction) else Prediction.of(answer)
+        call = prediction.call
+        if call is None:
+            assert prediction.error is not None
+            return Score(False, Stage.PARSE, describe(prediction.error), reason=prediction.error.reason)
 
         name, arguments = call.name, call.arguments
         if name != task.gold.api_name:
-            return Score(False, Stage.API_NAME, f"API name mismatch: {name} != {task.gold.api_name}", name, arguments)
+            reason = Reason.API_NAME_MISMATCH if _is_api(name, task.level) else Reason.API_NAME_UNKNOWN
+            return Score(False, Stage.API_NAME, f"API name mismatch: {name} != {task.gold.api_name}", name, arguments,
+                         reason=reason)
 
         try:
             correct, error, result = scorer_for(name)(task, arguments, self)
         except Exception as exc:  # as the reference: an API, check or search failing on this answer fails it only
-            return Score(False, Stage.SCORE, describe(exc), name, arguments)
-        return Score(correct, Stage.SCORE, error, name, arguments, result)
+            return Score(False, Stage.SCORE, describe(exc), name, arguments, reason=Reason.SCORE_API_EXCEPTION)
+        return Score(correct, Stage.SCORE, error, name, arguments, result, None if correct else wrong_reason(name))
 
     def gold_replay(self, task: Task) -> Score:
         """Score the task's own gold call: a self-check of the data and the environment."""

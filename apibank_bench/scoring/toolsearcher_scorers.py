@@ -26,6 +26,7 @@ from apibank_bench.core.frozen import thaw
 from apibank_bench.core.registry import Registry
 from apibank_bench.apis.search.catalog import SEARCHER_FILE, Catalog, spec_catalog, split_api_name
 from apibank_bench.scoring.api_scorers import API_SCORERS, Verdict
+from apibank_bench.scoring.stage import Reason
 
 API_NAME = "ToolSearcher"
 
@@ -50,11 +51,37 @@ def score_toolsearcher(task, params: dict, scorer: str, root: Path) -> Verdict:
     return SCORERS.get(scorer)(task, params, root)
 
 
+def chosen_scorer(task, scorer) -> str:
+    """The ToolSearcher scorer that judges `task` in a run: the run's `toolsearcher_scorer`, else the level's default."""
+    return scorer.toolsearcher_scorer or default_scorer(task.level)
+
+
+def option_value(name: str | None) -> str | None:
+    """The run's `--apibank-toolsearcher-scorer` as a registered name (an alias resolved, case and blanks
+    ignored); None: each level's default. ValueError names the choices."""
+    name = (name or "").strip().lower()
+    return SCORERS.entry(name).name if name else None
+
+
+def _searched(task, scorer) -> tuple[str, str] | None:
+    """What scoring `task` may embed: (ToolSearcher scorer, level) when that scorer searches by embedding."""
+    name = chosen_scorer(task, scorer)
+    return (name, task.level) if SCORERS.entry(name).extra.get("searches") else None
+
+
+def _load_embeddings(need: tuple[str, str], scorer) -> None:
+    """Load the embedding model and the catalog's embeddings that `_searched` named."""
+    catalog = searched_catalog(need[0], need[1], scorer.root)
+    if catalog is not None:
+        catalog.embeddings()
+
+
 @API_SCORERS.register(API_NAME, "the ToolSearcher scorer chosen by --apibank-toolsearcher-scorer "
-                                "(by default the level's: `keyword` for Level 1, else `official`)")
+                                "(by default the level's: `keyword` for Level 1, else `official`)",
+                      wrong=Reason.SCORE_SEARCH_MISS, needs=_searched, load=_load_embeddings)
 def score_toolsearcher_call(task, arguments: dict, scorer) -> Verdict:
     """The `score` stage of a ToolSearcher call; `scorer` is the run's `Scorer` (root and option)."""
-    return score_toolsearcher(task, arguments, scorer.toolsearcher_scorer or default_scorer(task.level), scorer.root)
+    return score_toolsearcher(task, arguments, chosen_scorer(task, scorer), scorer.root)
 
 
 # -- keyword ---------------------------------------------------------------------------
@@ -139,9 +166,9 @@ def _build_frozen(root: Path, level: str) -> FrozenSearch:
         output = (task.gold.result or {}).get("output")
         outputs.setdefault(normalize_keywords(task.gold.params.get("keywords")), output)
         if level != "3":
-            for item in output if isinstance(output, list) else [output]:
-                if isinstance(item, Mapping) and item.get("name"):
-                    items.setdefault(str(item["name"]), item)
+            for recorded in output if isinstance(output, list) else [output]:
+                if isinstance(recorded, Mapping) and recorded.get("name"):
+                    items.setdefault(str(recorded["name"]), recorded)
     if not items:
         raise RuntimeError(f"no frozen ToolSearcher API catalog found for Level-{level}")
     if level == "2" and "GetUserToken" not in items:

@@ -91,7 +91,7 @@ def solve_with(graph, choose: Callable[[list[AgentTurn]], tuple[AgentTurn | None
 
 def voted(turns: list[AgentTurn], rule: str) -> tuple[AgentTurn | None, dict]:
     """The team's vote over `turns` (its trace lists each agent's key and the tally, to check by hand)."""
-    result = vote([turn.answer for turn in turns], rule)
+    result = vote([turn.submitted() for turn in turns], rule)  # each answer as parsed once
     return (None if result.winner is None else turns[result.winner]), {"vote": result.to_dict()}
 
 

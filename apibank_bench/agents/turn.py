@@ -1,0 +1,49 @@
+"""One agent turn, typed: what an agent saw, said and cost, and its answer parsed once.
+
+A turn stays an `AgentTurn` until the instance's trace is written (`Solution.to_trace`); the vote,
+the team's score and each agent's score read it, and its `to_dict` is the trace file's form.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from apibank_bench.scoring.prediction import Prediction
+
+
+@dataclass
+class AgentTurn:
+    """One model call of one agent: what it saw, what it said, what it cost."""
+
+    role: str
+    messages: list[dict[str, str]]
+    round: int = 0  #: the step it spoke in: debate round, pipeline stage, 1 for a manager (0 elsewhere)
+    index: int = 0  #: the agent's place in its team; orders turns and breaks ties
+    answer: str = ""
+    call: str | None = None  #: the parsed call in canonical text form (vote.canonical_call), None if it did not parse
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cached: bool = False
+    finish_reason: str | None = None  #: why the model stopped ("length": at max_tokens)
+    error: str | None = None
+    emits_call: bool = True  #: False for a free-text turn (a delegation): not scored as a call
+    model: str = ""  #: the model that answered (its role's, `--model-role`; else `--model`)
+    tool_calls: list[dict[str, str]] = field(default_factory=list)  #: an SDK agent's tool calls ({name, arguments})
+    #: `answer` parsed once (`submitted`): the vote, the team's score and each agent's score read it; not written
+    prediction: Prediction | None = field(default=None, compare=False, repr=False)
+
+    def submitted(self) -> Prediction:
+        """What the turn submits (its chosen bracketed call, else its answer trimmed), parsed once per answer."""
+        if self.prediction is None or self.prediction.answer != self.answer:
+            self.prediction = Prediction.submitted(self.answer)
+        return self.prediction
+
+    def to_dict(self) -> dict[str, Any]:
+        """The turn as its trace holds it (`prediction` aside: the trace holds the answer and the call)."""
+        return {name: copy.deepcopy(getattr(self, name)) for name in _WRITTEN}
+
+
+_WRITTEN = tuple(spec.name for spec in fields(AgentTurn) if spec.name != "prediction")
