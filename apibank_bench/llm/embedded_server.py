@@ -43,9 +43,7 @@ from llama_cpp._internals import LlamaSampler
 TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
 assert TOKEN_DATA.itemsize == ctypes.sizeof(lib.llama_token_data)
 #: The windows checked before the full pass, as multiples of top_k (1 at temperature 0).
-WINDOWS = (8, 64, 512)
-#: Logit distance below the highest admitted token beyond which a token weighs < 2^-25 of it (e^-18).
-NEGLIGIBLE = 18.0
+WINDOWS = (8, 64)
 
 
 def _apply(sampler: Any, data: npt.NDArray[Any]) -> None:
@@ -55,19 +53,74 @@ def _apply(sampler: Any, data: npt.NDArray[Any]) -> None:
     lib.llama_sampler_apply(sampler, ctypes.byref(array))
 
 
-class FirstAdmittedSampler:
-    """llama-cpp-python's chain penalties -> grammar -> rest, the grammar checking the highest tokens first."""
+class PieceTree:
+    """The vocabulary as a tree of pieces: a token's parent is the token whose piece is its longest
+    proper prefix (whole characters). The grammar reads a piece character by character, so a token
+    whose parent it rejects it rejects too: checking the roots, then the children of what it
+    admitted, and so on, finds every admitted token without checking the rest.
 
-    def __init__(self, sampler: LlamaSampler, n_vocab: int, top_k: int, negligible: float | None) -> None:
+    Roots: tokens with no such prefix, end-of-generation tokens (the grammar admits those by its
+    state, not their piece) and pieces that are not whole UTF-8 characters (`partial`: after one of
+    those the grammar's next character is not the next piece's first, so the caller checks all)."""
+
+    def __init__(self, vocab: Any, n_vocab: int) -> None:
+        buffer = ctypes.create_string_buffer(256)
+        pieces: list[str | None] = []
+        partial = np.zeros(n_vocab, dtype=bool)
+        for token in range(n_vocab):
+            size = lib.llama_token_to_piece(vocab, token, buffer, len(buffer), 0, True)  # as the grammar reads it
+            piece = None
+            if size > 0 and not lib.llama_vocab_is_eog(vocab, token):
+                try:
+                    piece = buffer.raw[:size].decode("utf-8")
+                except UnicodeDecodeError:
+                    partial[token] = True
+            pieces.append(piece)
+        first = {}  # piece -> its first token (another token with the same piece is its child)
+        for token, piece in enumerate(pieces):
+            if piece:
+                first.setdefault(piece, token)
+        parent = np.full(n_vocab, -1, dtype=np.int64)
+        for token, piece in enumerate(pieces):
+            if not piece:
+                continue
+            if first[piece] != token:
+                parent[token] = first[piece]
+                continue
+            for end in range(len(piece) - 1, 0, -1):
+                if piece[:end] in first:
+                    parent[token] = first[piece[:end]]
+                    break
+        self.partial = partial
+        self.roots = np.flatnonzero(parent < 0).astype(np.int32)
+        order = np.argsort(parent, kind="stable")  # children grouped by parent, roots (-1) first
+        self.children = order[np.count_nonzero(parent < 0):].astype(np.int32)
+        self.start = np.searchsorted(parent[self.children], np.arange(n_vocab + 1))
+
+    def children_of(self, tokens: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]:
+        starts, ends = self.start[tokens], self.start[tokens + 1]
+        counts = ends - starts
+        if not counts.sum():
+            return self.children[:0]
+        offsets = np.repeat(starts - np.cumsum(counts) + counts, counts)
+        return self.children[offsets + np.arange(counts.sum())]
+
+
+class FirstAdmittedSampler:
+    """llama-cpp-python's chain penalties -> grammar -> rest, the grammar checking the tokens that can win."""
+
+    def __init__(self, sampler: LlamaSampler, tree: PieceTree, top_k: int) -> None:
         self.inner = sampler  # owns the chain (and frees it)
         self.chain = sampler.sampler
         stages = [lib.llama_sampler_chain_get(self.chain, i) for i in range(lib.llama_sampler_chain_n(self.chain))]
         self.penalties, self.grammar, *self.rest = stages
+        self.tree = tree
         self.top_k = top_k
-        self.negligible = negligible
+        n_vocab = len(tree.partial)
         self.ids = np.arange(n_vocab, dtype=np.int32)
         self.vocab = np.zeros(n_vocab, dtype=TOKEN_DATA)
-        #: How each token was decided: "window<N>", "negligible<N>" or "full".
+        self.after_partial = False  # the last token ended inside a UTF-8 character
+        #: How each token was decided: "window<N>", "tree" or "full".
         self.decided: Counter[str] = Counter()
 
     @staticmethod
@@ -78,7 +131,7 @@ class FirstAdmittedSampler:
         return n > 2 and names[:2] == [b"penalties", b"grammar"]
 
     def candidates(self, logits: npt.NDArray[np.float32]) -> npt.NDArray[Any]:
-        """What the rest of the chain gets: the full pass's admitted tokens, or the ones that decide."""
+        """What the rest of the chain gets: the first top_k admitted tokens, or all of them."""
         vocab = self.vocab
         vocab["id"] = self.ids  # a full pass leaves it sorted
         vocab["logit"] = logits
@@ -89,16 +142,25 @@ class FirstAdmittedSampler:
                 break
             top = np.argpartition(-vocab["logit"], window)[:window]
             top = top[np.lexsort((top, -vocab["logit"][top]))]  # highest logit first, ties by token id
-            edge = vocab["logit"][top[-1]]
             checked = vocab[top]  # a copy: the grammar marks rejected tokens -inf
             _apply(self.grammar, checked)
             admitted = checked[checked["logit"] != -np.inf]
-            if len(admitted) >= self.top_k and np.count_nonzero(vocab["logit"] >= edge) == window:
+            # The window is the `window` highest tokens only if no token left out ties its lowest logit.
+            if len(admitted) >= self.top_k and np.count_nonzero(vocab["logit"] >= vocab["logit"][top[-1]]) == window:
                 self.decided[f"window{window}"] += 1
                 return admitted[: self.top_k]
-            if self.negligible is not None and len(admitted) and edge < admitted["logit"][0] - self.negligible:
-                self.decided[f"negligible{window}"] += 1
-                return admitted
+        if not self.after_partial:
+            found, frontier = [], self.tree.roots
+            while len(frontier):
+                checked = vocab[frontier]
+                _apply(self.grammar, checked)
+                passed = checked["logit"] != -np.inf
+                found.append(checked[passed])
+                frontier = self.tree.children_of(frontier[passed])
+            admitted = np.concatenate(found)
+            if len(admitted):
+                self.decided["tree"] += 1
+                return admitted[np.argsort(admitted["id"])]  # the full pass's order, less its rejected tokens
         self.decided["full"] += 1
         _apply(self.grammar, vocab)
         return vocab
@@ -115,10 +177,22 @@ class FirstAdmittedSampler:
         assert 0 <= array.selected < array.size
         token = int(array.data[array.selected].id)
         lib.llama_sampler_accept(self.chain, token)
+        self.after_partial = bool(self.tree.partial[token])
         return token
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+_TREES: dict[int, PieceTree] = {}
+
+
+def piece_tree(llama: llama_cpp.Llama) -> PieceTree:
+    """The model's PieceTree, built once (about 3 s for Gemma's 262,144 tokens)."""
+    key = ctypes.cast(llama._model.vocab, ctypes.c_void_p).value or 0
+    if key not in _TREES:
+        _TREES[key] = PieceTree(llama._model.vocab, llama.n_vocab())
+    return _TREES[key]
 
 
 def first_admitted(init_sampler: Callable[..., Any]) -> Callable[..., Any]:
@@ -132,15 +206,19 @@ def first_admitted(init_sampler: Callable[..., Any]) -> Callable[..., Any]:
                 or params.get("mirostat_mode", 0) != 0 or temp < 0 or (temp > 0 and top_k <= 0)
                 or not FirstAdmittedSampler.fits(sampler)):
             return sampler
-        if temp == 0:
-            return FirstAdmittedSampler(sampler, self.n_vocab(), 1, None)
-        cuts = params.get("top_p", 0.95) < 1 and params.get("typical_p", 1.0) >= 1
-        return FirstAdmittedSampler(sampler, self.n_vocab(), top_k, NEGLIGIBLE if cuts else None)
+        return FirstAdmittedSampler(sampler, piece_tree(self), 1 if temp == 0 else top_k)
 
     return init
 
 
 def main() -> None:
+    init = llama_cpp.Llama.__init__
+
+    def init_and_index(self: llama_cpp.Llama, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        piece_tree(self)  # at start-up, not in the first request
+
+    llama_cpp.Llama.__init__ = init_and_index  # type: ignore[method-assign]
     llama_cpp.Llama._init_sampler = first_admitted(llama_cpp.Llama._init_sampler)  # type: ignore[method-assign]
     from llama_cpp.server.__main__ import main as serve
 
