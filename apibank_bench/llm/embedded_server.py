@@ -76,7 +76,7 @@ class PieceTree:
                 except UnicodeDecodeError:
                     partial[token] = True
             pieces.append(piece)
-        first = {}  # piece -> its first token (another token with the same piece is its child)
+        first: dict[str, int] = {}  # piece -> its first token (another token with the same piece is its child)
         for token, piece in enumerate(pieces):
             if piece:
                 first.setdefault(piece, token)

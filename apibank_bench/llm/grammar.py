@@ -79,7 +79,7 @@ def _params(spec: Mapping[str, Any], typed: bool) -> list[tuple[str, str]]:
         # A name that is not an identifier could never appear in a parseable call.
         if isinstance(name, str) and name.isidentifier():
             kind = info.get("type") if typed and isinstance(info, Mapping) else None
-            out.append((name, _TYPED_RULES.get(kind, "value")))
+            out.append((name, _TYPED_RULES.get(kind, "value") if isinstance(kind, str) else "value"))
     return out
 
 

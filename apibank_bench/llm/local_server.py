@@ -28,7 +28,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from apibank_bench.core.settings import BY_NAME
 
@@ -242,6 +242,7 @@ class LocalServer:
         argv = [sys.executable, "-c", _LAUNCHER, "1" if pdeathsig else "0", str(os.getpid()), SERVER_MODULE,
                 *self.command(port)]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        assert self.log_path is not None  # start() names it before each launch
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -253,10 +254,12 @@ class LocalServer:
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout
+        process, url = self.process, self._url
+        assert process is not None and url is not None  # _launch() set them
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                self._fail(f"the local model server exited with code {self.process.returncode}")
-            if is_healthy(self._url, timeout=2.0):
+            if process.poll() is not None:
+                self._fail(f"the local model server exited with code {process.returncode}")
+            if is_healthy(url, timeout=2.0):
                 self._warm_up(deadline)
                 return
             time.sleep(0.25)
@@ -265,11 +268,13 @@ class LocalServer:
     def _warm_up(self, deadline: float) -> None:
         """One 1-token completion: the model really runs (a build for the wrong CPU dies here)."""
         body = {"model": self.model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+        process, url = self.process, self._url
+        assert process is not None and url is not None  # _launch() set them
         try:
-            _post(self._url + "/chat/completions", body, timeout=max(5.0, deadline - time.monotonic()))
+            _post(url + "/chat/completions", body, timeout=max(5.0, deadline - time.monotonic()))
         except (OSError, ValueError) as exc:
             time.sleep(0.5)  # let a crashing server finish exiting, for its exit code
-            code = self.process.poll()
+            code = process.poll()
             hint = ""
             if code in (-signal.SIGILL, 128 + signal.SIGILL):
                 hint = (" (illegal instruction: llama-cpp-python was built for CPU features this machine "
@@ -278,7 +283,7 @@ class LocalServer:
             status = f"exited with code {code}" if code is not None else f"failed: {exc}"
             self._fail(f"the local model server {status} on its first completion{hint}")
 
-    def _fail(self, message: str) -> None:
+    def _fail(self, message: str) -> NoReturn:
         raise LocalServerError(f"{message}\ncommand: {SERVER_MODULE} {' '.join(self.command(self._port))}\n"
                                f"log {self.log_path} (last lines):\n{log_tail(self.log_path)}")
 
