@@ -75,3 +75,23 @@ def test_the_window_gives_the_full_passs_tokens(llm, task_id, monkeypatch):
         assert windowed == full, sampling
         # No token needed the full pass (a real speed-up, not a silent fallback).
         assert llm._sampler.decided["full"] == 0, llm._sampler.decided
+
+
+@pytest.mark.skipif(find_spec("llama_cpp") is None, reason="needs llama-cpp-python")
+@pytest.mark.parametrize("count", [1, 8, 40, 320, 2560, 5000])
+def test_the_window_is_the_vocabularys_highest_tokens_in_order(count):
+    import numpy as np
+
+    from apibank_bench.llm.embedded_server import FirstAdmittedSampler
+
+    n = 262_144
+    rng = np.random.default_rng(count)
+    noisy = (rng.standard_normal(n) * 3).astype(np.float32)
+    noisy[[5, 7, 70_000]] = noisy.max()  # ties at the top: by token id
+    # The 1/64 sample holds the highest logits and nothing else is near: its threshold keeps only
+    # the 4,096 sampled tokens, too few for 5,000, so the selection falls back to the whole vocabulary.
+    skewed = np.zeros(n, dtype=np.float32)
+    skewed[::64] = 10 + rng.standard_normal(n // 64).astype(np.float32)
+    for logits in (noisy, skewed):
+        expected = np.lexsort((np.arange(n), -logits))[:count]
+        assert FirstAdmittedSampler.highest(logits, count).tolist() == expected.tolist()

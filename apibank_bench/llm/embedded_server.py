@@ -130,6 +130,19 @@ class FirstAdmittedSampler:
         names = [lib.llama_sampler_name(lib.llama_sampler_chain_get(sampler.sampler, i)) for i in range(n)]
         return n > 2 and names[:2] == [b"penalties", b"grammar"]
 
+    @staticmethod
+    def highest(logits: npt.NDArray[np.float32], count: int) -> npt.NDArray[np.int64]:
+        """The `count` highest tokens, highest logit first, ties by token id. A threshold from a
+        1/64 sample keeps a superset of them (np.argpartition over 262,144 strided floats costs
+        10-15 ms a token, as much as the rest of the stage)."""
+        sample = logits[::64]
+        rank = min(len(sample), 2 * (count // 64) + 8)
+        threshold = np.partition(sample, len(sample) - rank)[len(sample) - rank]
+        kept = np.flatnonzero(logits >= threshold)
+        if len(kept) < count:  # the sample was unlucky: the threshold from the whole vocabulary
+            kept = np.flatnonzero(logits >= np.partition(logits, len(logits) - count)[len(logits) - count])
+        return kept[np.lexsort((kept, -logits[kept]))][:count]
+
     def candidates(self, logits: npt.NDArray[np.float32]) -> npt.NDArray[Any]:
         """What the rest of the chain gets: the first top_k admitted tokens, or all of them."""
         vocab = self.vocab
@@ -140,8 +153,7 @@ class FirstAdmittedSampler:
         for window in (self.top_k * widen for widen in WINDOWS):
             if window >= len(vocab):
                 break
-            top = np.argpartition(-vocab["logit"], window)[:window]
-            top = top[np.lexsort((top, -vocab["logit"][top]))]  # highest logit first, ties by token id
+            top = self.highest(vocab["logit"], window)
             checked = vocab[top]  # a copy: the grammar marks rejected tokens -inf
             _apply(self.grammar, checked)
             admitted = checked[checked["logit"] != -np.inf]
