@@ -10,21 +10,21 @@ highest tokens the grammar admits reach the later stages (the highest one at tem
 
 `FirstAdmittedSampler` keeps llama-cpp-python's chain and its state (penalty history, grammar
 stacks, random generator) and changes which tokens the grammar stage checks. It applies the
-penalties to the whole vocabulary (cheap), sorts the highest `window` tokens by logit (ties by
-token id), checks only those against the grammar, and hands the rest of the chain
+penalties to the whole vocabulary (cheap), then hands the rest of the chain
 
-- the first top_k admitted, when the window holds top_k admitted tokens and no token left out
-  ties its lowest logit: the very candidates, in the same order, that top_k keeps after the full
-  pass, so the same token comes out with the same random draw;
-- all the window's admitted tokens, when fewer but every token left out is more than NEGLIGIBLE
-  (18) below the highest admitted logit, and top_p < 1 with typical_p off: a left-out token
-  would add less than 2^-25 of the highest one's weight to top_p's float sum (which is at least
-  1), so it changes no bit of any probability, and top_p's cut falls before it;
-- otherwise, after widening the window twice, the full pass itself (every token checked).
+- the first top_k admitted among the highest 8 x top_k tokens (then 64 x top_k), sorted by logit,
+  ties by token id, when there are top_k of them and no token left out ties the window's lowest
+  logit: the very candidates, in the same order, that top_k keeps after the full pass, so the same
+  token comes out with the same random draw (inside a string, where most pieces are admitted);
+- otherwise every admitted token, found through the PieceTree (a name, a keyword, punctuation:
+  few pieces admitted), in token order: the full pass's array less its rejected tokens, which
+  top_k ranks last and which get probability 0;
+- the full pass itself only after a token that ended inside a UTF-8 character.
 
 llama.cpp's own `common_sampler` samples first and checks only the sampled token, which can give
-a different token than the full pass; this one gives the full pass's token (tests/test_embedded_server.py
-compares the two samplers' token sequences on real instances).
+another token than the full pass; this one gives the full pass's token, up to exactly equal logits
+that the two passes may order differently (tests/test_embedded_server.py compares the two
+samplers' tokens on real instances).
 """
 
 from __future__ import annotations
