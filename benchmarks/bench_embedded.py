@@ -43,7 +43,7 @@ from apibank_bench.agents.prompts import role_prompt, task_prompt  # noqa: E402
 from apibank_bench.data.manifests import manifest_ids  # noqa: E402
 from apibank_bench.data.tasks import get_task  # noqa: E402
 from apibank_bench.llm.client import fold_system  # noqa: E402
-from apibank_bench.llm.local_server import LocalServer, _post  # noqa: E402
+from apibank_bench.llm.local_server import SERVER_MODULE, LocalServer, _post  # noqa: E402
 
 #: The instances issue 32 found hanging: 142 s for 86 tokens, and six 60 s timeouts.
 SLOW_BEFORE = ["level-1::AddAgenda-AddMeeting-GetUserToken-level-2-3.jsonl::2",
@@ -88,7 +88,7 @@ def floor_speeds(prompt: list[dict], repeats: int = 2) -> dict:
 
 
 class TreeMemory(threading.Thread):
-    """Peak resident set of a process tree (summed), and of its llama_cpp.server (VmHWM)."""
+    """Peak resident set of a process tree (summed), and of its server (VmHWM)."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
@@ -125,7 +125,7 @@ class TreeMemory(threading.Thread):
     def status(pid: int) -> tuple[int, int, bool]:
         try:
             lines = Path(f"/proc/{pid}/status").read_text().splitlines()
-            server = b"llama_cpp.server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            server = SERVER_MODULE.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             return 0, 0, False
         kb = {line.split(":")[0]: int(line.split()[1]) for line in lines if line.startswith(("VmRSS", "VmHWM"))}

@@ -17,6 +17,7 @@ from apibank_bench.agents.prompts import format_history
 from apibank_bench.core.paths import PROJECT_ROOT
 from apibank_bench.runs.results import read_jsonl
 from apibank_bench.data.tasks import get_task
+from apibank_bench.llm.local_server import SERVER_MODULE
 
 from openai_stub import OpenAIStub, Reply
 
@@ -186,7 +187,7 @@ def test_restart_without_resume_calls_the_model_only_for_unfinished_instances(tm
 
 def _llama_servers() -> list[str]:
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "llama_cpp.server" in line]
+    return [line for line in out.splitlines() if "llama_cpp.server" in line or SERVER_MODULE in line]
 
 
 def test_xdist_workers_share_the_one_embedded_server_the_controller_starts(tmp_path):

