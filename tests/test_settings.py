@@ -205,8 +205,8 @@ def test_executors_are_listed_by_name_whichever_engine_was_imported_first():
     import subprocess
     import sys
 
-    code = ("import apibank_bench.runs.executors.slurm\n"
-            "from apibank_bench.runs.executors import EXECUTORS\n"
+    code = ("import apibank_bench.sweeps.executors.slurm\n"
+            "from apibank_bench.sweeps.executors import EXECUTORS\n"
             "print(','.join(EXECUTORS.names()))")
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert shown == "local,slurm"

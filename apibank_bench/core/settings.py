@@ -378,7 +378,7 @@ SETTINGS: tuple[Setting, ...] = (
             role=_OP, commands=("optimize",), of_run=False),
     # where a sweep's cells run (`apibank-bench sweep` only)
     Setting("executor", "where a sweep's cells run: `local` (one after another here) or `slurm` (one Slurm array "
-            "job, through submitit)", default="local", choices="apibank_bench.runs.executors:EXECUTORS",
+            "job, through submitit)", default="local", choices="apibank_bench.sweeps.executors:EXECUTORS",
             group="sweep", role=_OP, commands=("sweep",), of_run=False),
     Setting("slurm_partition", "the Slurm partition of the cells' jobs", default_text="the cluster's default",
             group="sweep", role=_OP, commands=("sweep",), of_run=False),

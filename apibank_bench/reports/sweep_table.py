@@ -6,10 +6,11 @@ import csv
 import io
 import statistics
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from apibank_bench.core.files import write_atomic
-from apibank_bench.runs.sweep import Cell, axis_label, status
+from apibank_bench.sweeps.cell_job import status
+from apibank_bench.sweeps.grid import Cell, axis_label
 
 SWEEP_CSV, SWEEP_MD, SEEDS_CSV = "sweep.csv", "sweep.md", "sweep_seeds.csv"
 
@@ -46,7 +47,7 @@ def cell_rows(cells: list[Cell]) -> list[dict]:
     """The long table: per cell an `overall` row (with the cell's tokens and wall time) and one per level."""
     rows = []
     for cell in cells:
-        base = {"folder": cell.path.name, **shown_values(cell)}  # an `epochs` axis value is replaced by the count run
+        base: dict[str, Any] = {"folder": cell.path.name, **shown_values(cell)}  # an `epochs` axis value is replaced by the count run
         summary = cell.summary
         if summary is None:
             rows.append({**base, "level": "overall", "status": status(cell)})

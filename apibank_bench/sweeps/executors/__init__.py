@@ -10,9 +10,9 @@ An engine is one module in this package that registers a class with `EXECUTORS`
 - `active(job_ids) -> {job_id: state}`: of these IDs, the ones still queued or
   running, with the engine's name for their state.
 
-Everything else is the sweep's (runs/sweep.py, runs/jobs.py): which cells to
+Everything else is the sweep's (sweeps/dispatch.py, sweeps/ledger.py): which cells to
 submit, the job ledger in the sweep folder, waiting and the tables. A cell job
-(`runs.sweep.CellJob`) is plain picklable data; calling it where it lands runs the
+(`sweeps.cell_job.CellJob`) is plain picklable data; calling it where it lands runs the
 cell there and writes its results folder, exactly as a local cell does.
 """
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from apibank_bench.runs.executors import EXECUTORS
-from apibank_bench.runs.jobs import ENDED, process_alive, this_process
+from apibank_bench.sweeps.executors import EXECUTORS
+from apibank_bench.sweeps.ledger import ENDED, process_alive, this_process
 
 
 @EXECUTORS.register("local", "the cells one after another on this machine")

@@ -17,7 +17,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from apibank_bench.runs.executors import EXECUTORS
+from apibank_bench.sweeps.executors import EXECUTORS
 
 #: squeue states of a job that still holds its cell (it may yet write the cell's folder).
 ACTIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
