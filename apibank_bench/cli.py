@@ -12,6 +12,7 @@ import sys
 
 from apibank_bench.commands import compare, data, manifests, optimize, report, run, score, show, sweep
 from apibank_bench.core import settings
+from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.core.paths import DataMissing
 
 #: The subcommands, in the order `--help` lists them.
@@ -45,10 +46,10 @@ def main(argv: list[str] | None = None) -> int:
             return args.func(args)
     except (DataMissing, FileNotFoundError, ValueError, KeyError) as exc:
         print(f"apibank-bench: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     except KeyboardInterrupt:
         print("apibank-bench: interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
 
 
 if __name__ == "__main__":

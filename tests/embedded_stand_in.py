@@ -13,7 +13,7 @@ class _StandIn:
         self.stub = OpenAIStub(default=Reply("[GetToday()]")).start()
         self.base_url = self.stub.url
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:  # as the real server's (llm.local_server)
         self.stub.kill()
 
 

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 from apibank_bench.data import manifests
+from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.core.paths import PROJECT_ROOT
 from apibank_bench.runs.results import read_jsonl
 from apibank_bench.data.tasks import get_task
@@ -34,7 +35,7 @@ def test_score_names_an_unknown_id_without_a_traceback(tmp_path):
     predictions = tmp_path / "p.jsonl"
     predictions.write_text(json.dumps({"id": "level-1::missing.jsonl::0", "prediction": "x"}) + "\n")
     run = cli("score", str(predictions), "--out-dir", str(tmp_path / "out"))
-    assert run.returncode == 2
+    assert run.returncode == ExitCode.USAGE
     assert "missing.jsonl" in run.stderr and "Traceback" not in run.stderr
 
 

@@ -136,7 +136,7 @@ def test_only_the_resolver_reads_or_sets_environment_variables():
 
 
 def test_the_readme_documents_every_setting_of_every_command():
-    text = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
+    text = (PROJECT_ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
     table = text.split(settings.README_BLOCK[0], 1)[1].split(settings.README_BLOCK[1], 1)[0]
     assert table == settings.markdown_table()
     rows = {row.split("|")[1].strip().split(",")[0].strip("` ") : row for row in table.splitlines()[2:]}

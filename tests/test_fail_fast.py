@@ -141,8 +141,11 @@ def test_requests_waiting_to_retry_are_counted_for_the_progress_line():
     assert seen == [1, 1] and client.waiting == 0
 
 
-def test_the_progress_line_shows_requests_waiting_to_retry_and_the_limit(tmp_path):
-    from apibank_bench.plugin.writer import Writer
+def test_the_progress_line_shows_requests_waiting_to_retry_and_the_limit():
+    from types import SimpleNamespace
+
+    from apibank_bench.plugin.progress import Progress
+    from apibank_bench.runs.benchmark_run import BenchmarkRun
 
     class Reporter:
         lines: list[str] = []
@@ -158,18 +161,10 @@ def test_the_progress_line_shows_requests_waiting_to_retry_and_the_limit(tmp_pat
         limiter = type("Limiter", (), {"active": 2, "limit": 6})()
         waiting = 31
 
-    class Config:
-        stash = {}
-        pluginmanager = type("PM", (), {"get_plugin": staticmethod(lambda name: Reporter())})()
-
-    from apibank_bench.plugin.keys import MODEL
-
-    writer = Writer.__new__(Writer)
-    writer.config, writer.total, writer.done, writer.errors, writer.correct = Config(), 100, 10, 10, 0
-    writer.started = writer.last_progress = writer.running_since = 0.0
-    writer.cache_hits = 0
-    Config.stash = {MODEL: Client()}
-    writer.progress()
+    config = SimpleNamespace(pluginmanager=SimpleNamespace(get_plugin=lambda name: Reporter()))
+    run = BenchmarkRun(settings.resolve(lambda s: None))
+    run.total, run.done, run.errors, run.running_since, run.model = 100, 10, 10, 0.0, Client()
+    Progress(config, run, quiet=False).plain()
     assert "2 requests in flight (limit 6), 31 waiting to retry" in Reporter.lines[-1]  # the learned limit too
 
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from apibank_bench.core.paths import PROJECT_ROOT
+from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.runs.results import read_jsonl
 from openai_stub import OpenAIStub, Reply
 from test_bench_suite import EVAL_IDS, bench
@@ -105,7 +106,7 @@ def test_merged_shards_of_a_limit_20_run_are_that_run(tmp_path):
     assert summary_of(tmp_path / "gated")["gate"]["paired"] == 20
 
     half = command("merge", first, "--out", tmp_path / "half")  # one shard of two: the other's cases not run
-    assert half.returncode == 1 and "INCOMPLETE" in half.stdout, half.stdout + half.stderr
+    assert half.returncode == ExitCode.INCOMPLETE and "INCOMPLETE" in half.stdout, half.stdout + half.stderr
     summary = summary_of(tmp_path / "half")
     assert (summary["selected"], summary["total"], summary["not_run"], summary["complete"]) == (20, 10, 10, False)
 
@@ -133,7 +134,7 @@ def test_a_baseline_on_other_data_is_refused_up_front(tmp_path):
     (baseline / "summary.json").write_text(json.dumps(summary))
 
     run = run_command(tmp_path / "run", "--model", "gold", "--limit", "3", "--baseline", str(baseline))
-    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    assert run.returncode == ExitCode.USAGE, run.stdout[-2000:] + run.stderr[-2000:]
     assert "refused: " in run.stdout + run.stderr and "data lock" in run.stdout + run.stderr
     assert not (tmp_path / "run" / "results.jsonl").exists()  # no instance ran
 

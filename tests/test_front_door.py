@@ -160,7 +160,7 @@ def test_show_says_where_the_ids_are(tmp_path, capsys):
 def test_the_progress_line_reads_the_model_layer_s_counters():
     from types import SimpleNamespace
 
-    from apibank_bench.plugin.writer import model_activity
+    from apibank_bench.plugin.progress import model_activity
 
     stats = SimpleNamespace(snapshot=lambda: {"cache_hits": 7})
     client = SimpleNamespace(limiter=SimpleNamespace(active=5), waiting=2, stats=stats)

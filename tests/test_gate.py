@@ -9,6 +9,7 @@ import json
 import pytest
 
 from apibank_bench.agents.prompts import format_history
+from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.data.tasks import get_task
 
 from openai_stub import OpenAIStub, Reply
@@ -94,5 +95,5 @@ def test_run_baseline_exits_4_on_a_regression(tmp_path, gold_baseline):
     with OpenAIStub(default=wrong_on(set(EVAL_IDS))) as stub:
         run = run_command(tmp_path, "--model", "stub", "--base-url", stub.url, "--no-cache", "--limit", "20",
                           "--baseline", str(gold_baseline))
-    assert run.returncode == 4, run.stdout[-3000:] + run.stderr[-3000:]
+    assert run.returncode == ExitCode.WORSE, run.stdout[-3000:] + run.stderr[-3000:]
     assert "REGRESSION" in run.stdout

@@ -1,4 +1,4 @@
-"""The README's layer table is the package's folders, and every import goes down the table."""
+"""The layer table of docs/architecture.md is the package's folders, and every import goes down the table."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ PACKAGE = PROJECT_ROOT / "apibank_bench"
 
 
 def layer_table() -> list[tuple[str, list[str]]]:
-    text = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
+    text = (PROJECT_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     block = text.split("<!-- layers: start -->", 1)[1].split("<!-- layers: end -->", 1)[0]
     rows = [line for line in block.strip().splitlines()[2:] if line.startswith("|")]
     table = []

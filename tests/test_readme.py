@@ -1,6 +1,8 @@
-"""The README's commands are true: each `apibank-bench` line of its code blocks parses with the real
-command line, each `pytest bench_tests` option exists, and the lines that need no endpoint and no
-model (the gold self-check, the data check) run and succeed."""
+"""The README and the docs site are true: each `apibank-bench` line of their code blocks parses with
+the real command line, each `pytest bench_tests` option exists, and the lines that need no endpoint
+and no model (the gold self-check, the data check) run, succeed and print what the README shows.
+The README stays short (at most 300 lines) and starts with the two set-up commands CI runs; every
+docs page is in the site's nav, and the site builds with warnings as errors."""
 
 from __future__ import annotations
 
@@ -9,19 +11,31 @@ import re
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import yaml
 
 from apibank_bench.cli import build_parser
 from apibank_bench.core import settings
 from apibank_bench.core.paths import PROJECT_ROOT
 
 README = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
-BLOCKS = re.findall(r"```bash\n(.*?)```", README, flags=re.S)
+DOCS = PROJECT_ROOT / "docs"
+PAGES = sorted(DOCS.glob("*.md"))
+#: The README and every docs page: where the commands a user types are written.
+TEXTS = [README, *(page.read_text(encoding="utf-8") for page in PAGES)]
+BLOCKS = [block for text in TEXTS for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S)]
+
+SETUP_COMMANDS = [  # CI (.ci/run) runs the second; both must stay exactly as they are
+    "bash scripts/setup && .venv/bin/apibank-bench run --limit 2       "
+    "# main job: the embedded local model on 2 eval instances",
+    "bash scripts/setup && .venv/bin/python -m pytest                  # the project's own tests",
+]
 
 
 def commands() -> list[list[str]]:
-    """Every command of the README's bash blocks: continuations joined, `NAME="..."` variables expanded,
+    """Every command of the bash blocks: continuations joined, `NAME="..."` variables expanded,
     comments, `[optional]` placeholders and `...` dropped, `a && b` split."""
     found = []
     for block in BLOCKS:
@@ -66,7 +80,7 @@ def pytest_lines() -> list[list[str]]:
     return [command[1:] for command in commands() if command[:2] == ["pytest", "bench_tests"]]
 
 
-def test_the_readme_has_commands_to_check():
+def test_the_readme_and_the_docs_have_commands_to_check():
     assert len(cli_lines()) >= 12 and len(pytest_lines()) >= 4
 
 
@@ -85,8 +99,18 @@ def test_each_pytest_line_uses_existing_options(argv):
 
 
 def runnable() -> list[list[str]]:
-    """The lines that need neither an endpoint nor the embedded model."""
-    return [argv for argv in cli_lines() if argv[0] == "run" and ("gold" in argv or "--summary" in argv)]
+    """The lines that need neither an endpoint nor the embedded model, each once."""
+    lines = [argv for argv in cli_lines() if argv[0] == "run" and ("gold" in argv or "--summary" in argv)]
+    return [argv for index, argv in enumerate(lines) if argv not in lines[:index]]
+
+
+def gold_table_in_readme() -> list[str]:
+    """The lines of the closing table the README shows for the gold self-check (the header, a row
+    per level and overall, the failures by stage)."""
+    fenced = re.findall(r"^```(\w*)\n(.*?)^```$", README, flags=re.S | re.M)
+    block = next(text for language, text in fenced if not language and "gold calls" in text)
+    return [line for line in block.splitlines()
+            if re.match(r"(level |[123] |overall |failures by stage|tokens per instance)", line)]
 
 
 @pytest.mark.parametrize("argv", runnable(), ids=" ".join)
@@ -100,3 +124,53 @@ def test_lines_that_need_no_endpoint_run(argv, tmp_path, apibank_root):
         assert '"gold_replay_correct": 100' in run.stdout
     else:
         assert "overall      100  100" in run.stdout  # all 100 gold calls correct
+        if "--limit" in argv and argv[argv.index("--limit") + 1] == "0" and "-q" not in argv:
+            shown = gold_table_in_readme()  # the README's closing table is this run's, line for line
+            assert len(shown) == 7 and all(line in run.stdout.splitlines() for line in shown), shown
+
+
+def test_the_readme_is_short_and_starts_with_the_setup_commands():
+    lines = README.splitlines()
+    assert len(lines) <= 300, f"README.md has {len(lines)} lines: move the detail into docs/"
+    first_block = re.search(r"```bash\n(.*?)```", README, flags=re.S)
+    assert first_block and first_block.start() < 40
+    assert first_block.group(1).splitlines() == SETUP_COMMANDS
+
+
+def test_the_readmes_links_into_the_docs_exist():
+    links = re.findall(r"\]\((docs/[^)#]+)(?:#([^)]+))?\)", README)
+    assert len(links) >= 10
+    for path, anchor in links:
+        assert (PROJECT_ROOT / path).is_file(), path
+        if anchor:  # an anchor is a heading of that page, as mkdocs' toc names it
+            headings = re.findall(r"^#+ (.+)$", (PROJECT_ROOT / path).read_text(encoding="utf-8"), flags=re.M)
+            assert anchor in {_slug(heading) for heading in headings}, (path, anchor)
+
+
+def _slug(heading: str) -> str:
+    """The anchor Python-Markdown's toc gives a heading (the default slugify)."""
+    return re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", heading).strip().lower())
+
+
+def nav_pages(node: object) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [page for value in node.values() for page in nav_pages(value)]
+    if isinstance(node, list):
+        return [page for item in node for page in nav_pages(item)]
+    return []
+
+
+def test_every_docs_page_is_in_the_site_nav_once():
+    nav = nav_pages(yaml.safe_load((PROJECT_ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"])
+    assert sorted(nav) == sorted(page.name for page in PAGES)
+
+
+def test_the_site_builds_with_warnings_as_errors(tmp_path: Path):
+    build = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                           cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600,
+                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert build.returncode == 0, build.stderr[-3000:]
+    settings_page = (tmp_path / "site" / "settings" / "index.html").read_text(encoding="utf-8")
+    assert "<table>" in settings_page and "<code>--apibank-root</code>" in settings_page  # the generated table

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from apibank_bench.agents.prompts import format_history
+from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.core.paths import PROJECT_ROOT
 from apibank_bench.runs.results import read_jsonl
 from apibank_bench.data.tasks import get_task
@@ -145,7 +146,7 @@ def test_a_failed_start_leaves_the_earlier_results_alone(tmp_path):
     assert bench(tmp_path, "--apibank-model", "gold", "--apibank-limit", "3").returncode == 0
     before = (tmp_path / "results.jsonl").read_text()
     run = run_command(tmp_path, "--model", "stub", "--base-url", "http://127.0.0.1:9/v1", "--limit", "3", "--overwrite")
-    assert run.returncode == 3, run.stdout[-2000:]
+    assert run.returncode == ExitCode.UNREACHABLE, run.stdout[-2000:]
     assert "cannot reach the model endpoint" in run.stdout + run.stderr
     assert (tmp_path / "results.jsonl").read_text() == before
     assert json.loads((tmp_path / "summary.json").read_text())["total"] == 3

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from apibank_bench.agents.prompts import format_history
+from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.core.paths import PROJECT_ROOT
 from apibank_bench.data import manifests
 from apibank_bench.llm import ChatClient, ModelConfig, ModelError
@@ -132,7 +133,7 @@ def test_a_signal_ends_the_run_at_once_and_resume_finishes_it(tmp_path, how, wor
             if run.poll() is None:
                 os.killpg(run.pid, signal.SIGKILL)
                 run.wait()
-        assert run.returncode == 130, out[-3000:]
+        assert run.returncode == ExitCode.INTERRUPTED, out[-3000:]
         # The run returned while every slow answer was still being computed: it closed their connections.
         assert stub.closed_early == slow, out[-3000:]
         rows = read_jsonl(tmp_path / "results.jsonl")
@@ -152,7 +153,7 @@ def test_a_signal_ends_the_run_at_once_and_resume_finishes_it(tmp_path, how, wor
 
 
 def test_an_interrupt_while_a_row_is_written_acts_once_it_is_written():
-    from apibank_bench.plugin.interrupt import deferred
+    from apibank_bench.core.interrupt import deferred
 
     steps = []
     with pytest.raises(KeyboardInterrupt):

@@ -10,19 +10,24 @@ from apibank_bench.apis.base import LEVEL3, LEVEL12, Api, ApiSet
 _SETS = {specs.LEVEL12: LEVEL12, specs.LEVEL3: LEVEL3}
 
 
+# Importing a set's package registers its classes with its ApiSet, when the set is first read
+# (Levels 1-2 need not import Level 3's modules).
+def _load_level12() -> None:
+    from apibank_bench.apis import level12  # noqa: F401
+
+
+def _load_level3() -> None:
+    from apibank_bench.apis import level3  # noqa: F401
+
+
+LEVEL12.load_with(_load_level12)
+LEVEL3.load_with(_load_level3)
+
+
 @cache
-def _loaded(api_set: str) -> None:
-    # Importing a set's package registers its classes with its ApiSet (Levels 1-2 need
-    # not import Level 3's modules).
-    if api_set == specs.LEVEL3:
-        from apibank_bench.apis import level3  # noqa: F401
-    else:
-        from apibank_bench.apis import level12  # noqa: F401
-
-
 def api_classes(api_set: str) -> dict[str, type[Api]]:
-    _loaded(api_set)
-    return _SETS[api_set].classes
+    """The set's classes by name (one dict a set, shared)."""
+    return _SETS[api_set].classes()
 
 
 __all__ = ["Api", "ApiSet", "api_classes"]

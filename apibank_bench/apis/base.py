@@ -10,17 +10,22 @@ Metadata comes from `apibank_bench.data.specs`, never retyped here.
 from __future__ import annotations
 
 import datetime
+import functools
+import inspect
 from typing import Any, Callable, ClassVar
 
+from apibank_bench.core.registry import Registry
 from apibank_bench.data import specs
 
 
 class Api:
     """Base of all our API implementations.
 
-    Subclasses define `call(...)` with upstream's signature and
-    `check_api_call_correctness(response, groundtruth)`; the registry fills the
-    metadata class attributes from the spec data.
+    Subclasses define `call(...)` with upstream's signature, its body under
+    `@enveloped` (or, where the inputs are not the arguments as given, calling
+    `respond`), and `check_api_call_correctness(response, groundtruth)` where
+    upstream's is not the common one; the registry fills the metadata class
+    attributes from the spec data.
     """
 
     api_set: ClassVar[str]
@@ -28,9 +33,11 @@ class Api:
     input_parameters: ClassVar[dict[str, Any]]
     output_parameters: ClassVar[dict[str, Any]]
     database_name: ClassVar[str | None] = None
+    #: Exceptions that are no outcome of the API (our installation's failures): raised, never enveloped.
+    raised: ClassVar[tuple[type[Exception], ...]] = ()
 
     def __init__(self, init_database=None, token_checker=None) -> None:
-        self.database = init_database if init_database is not None else {}
+        self.database: Any = init_database if init_database is not None else {}
         self.token_checker = token_checker
 
     # -- the result envelope -------------------------------------------------
@@ -38,6 +45,8 @@ class Api:
         """Run `action`; wrap its value or its exception text the way upstream does."""
         try:
             output = action()
+        except self.raised:
+            raise
         except Exception as exc:  # upstream turns every exception into its str()
             return self.envelope(inputs, None, str(exc))
         return self.envelope(inputs, output, None)
@@ -45,11 +54,40 @@ class Api:
     def envelope(self, inputs: dict[str, Any], output: Any, exception: str | None) -> dict[str, Any]:
         return {"api_name": type(self).__name__, "input": inputs, "output": output, "exception": exception}
 
-    def call(self, **kwargs) -> dict[str, Any]:  # pragma: no cover - always overridden
+    def call(self, *args: Any, **kwargs: Any) -> dict[str, Any]:  # pragma: no cover - always overridden
         raise NotImplementedError
 
-    def check_api_call_correctness(self, response, groundtruth) -> bool:  # pragma: no cover
-        raise NotImplementedError
+    def check_api_call_correctness(self, response, groundtruth) -> bool:
+        """Upstream's check of most Level-1/2 APIs (`same_call`); an API with another overrides it."""
+        return same_call(response, groundtruth)
+
+
+def enveloped(body: Callable[..., Any]) -> Callable[..., dict[str, Any]]:
+    """Turn an API's `call` body (its output, or an exception) into upstream's envelope.
+
+    The input is the arguments by name, defaults filled in and `**kwargs` spread, in the
+    signature's order, as upstream's dicts list them. Arguments that do not fit the
+    signature raise Python's own TypeError from the body, naming `<Api>.call` as
+    upstream's does, instead of an envelope.
+    """
+    signature = inspect.signature(body)
+
+    @functools.wraps(body)
+    def call(self: Api, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError:
+            return body(self, *args, **kwargs)  # raises the TypeError (the arguments do not bind)
+        bound.apply_defaults()
+        inputs: dict[str, Any] = {}
+        for name, value in list(bound.arguments.items())[1:]:  # after self
+            if signature.parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
+                inputs.update(value)
+            else:
+                inputs[name] = value
+        return self.respond(inputs, lambda: body(self, *args, **kwargs))
+
+    return call
 
 
 # -- checks shared by many APIs ------------------------------------------------
@@ -66,6 +104,14 @@ def same_call(response: dict, groundtruth: dict) -> bool:
 def same_result(response: dict, groundtruth: dict) -> bool:
     """Output and exception equal (input ignored)."""
     return response["output"] == groundtruth["output"] and response["exception"] == groundtruth["exception"]
+
+
+def same_time_or_result(response: dict, groundtruth: dict) -> bool:
+    """The Delete check of agendas and reminders. Quirks: two successes need only the same time;
+    otherwise output and exception equal, the input ignored."""
+    if groundtruth["output"] == "success" and response["output"] == "success":
+        return response["input"]["time"] == groundtruth["input"]["time"]
+    return same_result(response, groundtruth)
 
 
 def words_overlap(a: str, b: str) -> bool:
@@ -114,23 +160,26 @@ def canonical_time(text: str, fmt: str):
 
 # -- the registry ----------------------------------------------------------------
 
-class ApiSet:
-    """The implementations of one of upstream's API folders, by API name."""
+class ApiSet(Registry[type[Api]]):
+    """The implementations of one of upstream's API folders, by API name (its package registers them
+    when imported: `apibank_bench.apis` hands each set its loader)."""
 
     def __init__(self, api_set: str) -> None:
+        super().__init__("API", f"the {api_set!r} API set")
         self.name = api_set
-        self.classes: dict[str, type[Api]] = {}
 
-    def register(self, cls: type[Api]) -> type[Api]:
-        """Class decorator: attach the spec's metadata and record the class."""
+    def register_api(self, cls: type[Api]) -> type[Api]:
+        """Class decorator: attach the spec's metadata and register the class under its name."""
         item = specs.spec(self.name, cls.__name__)
         cls.api_set = self.name
         cls.description = item["description"]
         cls.input_parameters = item["input_parameters"]
         cls.output_parameters = item["output_parameters"]
         cls.database_name = item.get("database_name")
-        self.classes[cls.__name__] = cls
-        return cls
+        return self.add(cls.__name__, cls, cls.description)
+
+    def classes(self) -> dict[str, type[Api]]:
+        return {entry.name: entry.value for entry in self}
 
 
 LEVEL12 = ApiSet(specs.LEVEL12)

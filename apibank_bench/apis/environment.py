@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from apibank_bench.data import specs
-from apibank_bench.apis import api_classes
+from apibank_bench.apis import Api, api_classes
 from apibank_bench.core.frozen import thaw
 from apibank_bench.core.memo import load_once
 
@@ -76,7 +76,7 @@ def initial_databases(root: Path) -> _Databases:
     return _databases(str(Path(root) / "init_database"))
 
 
-def convert_parameters(api_cls: type, params: Mapping[str, Any]) -> dict[str, Any]:
+def convert_parameters(api_cls: type[Api], params: Mapping[str, Any]) -> dict[str, Any]:
     """The wrapper's parameter handling: reject unknown names, coerce declared types."""
     declared = api_cls.input_parameters
     processed: dict[str, Any] = {}
@@ -109,7 +109,7 @@ class Environment:
     def for_level(cls, level: str, root: Path) -> "Environment":
         return cls(specs.api_set_for_level(level), root)
 
-    def api_class(self, name: str) -> type:
+    def api_class(self, name: str) -> type[Api]:
         try:
             return self.classes[name]
         except KeyError:
@@ -121,8 +121,9 @@ class Environment:
             return self._tools[name]
         api_cls = self.api_class(name)
         args: list[Any] = []
-        if api_cls.database_name in self._databases:
-            args.append(self._databases.copy_of(api_cls.database_name))
+        database = api_cls.database_name
+        if database is not None and database in self._databases:
+            args.append(self._databases.copy_of(database))
         if name != "CheckToken" and "token" in api_cls.input_parameters and self.token_checker is not None:
             args.append(self.token_checker)
         tool = api_cls(*args)

@@ -1,5 +1,2 @@
 """The `apibank-bench` subcommands, one module per concept; each has `register(subparsers)` and imports
 what it uses when it runs. Their settings come from the table (`core.settings.add_command_flags`)."""
-
-#: Exit code of `run` and `sweep` when some instance errored or did not run (rerun to resume).
-INCOMPLETE = 1

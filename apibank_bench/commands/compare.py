@@ -6,6 +6,7 @@ import json
 import sys
 
 from apibank_bench.core import settings
+from apibank_bench.core.exit_codes import ExitCode
 
 
 def register(sub) -> None:
@@ -24,17 +25,17 @@ def run(args) -> int:
 
     if args.fail_if_worse is not None and not 0 < args.fail_if_worse < 1:
         print("apibank-bench compare: --fail-if-worse takes a significance level between 0 and 1", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     values = settings.command_values(args, "compare")
     try:
         result = compare(args.runs, seed=values.seed, force=values.force)
     except (RunMismatch, FileNotFoundError, ValueError) as exc:
         print(f"apibank-bench compare: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     for warning in result["warnings"]:
         print(f"apibank-bench compare: WARNING: runs are not comparable: {warning}", file=sys.stderr)
     print(json.dumps(result, indent=1) if args.json else format_table(result), end="\n" if args.json else "")
     worse = regressions(result, args.fail_if_worse) if args.fail_if_worse is not None else []
     for line in worse:
         print(f"apibank-bench compare: {line}", file=sys.stderr)
-    return 1 if worse else 0
+    return 1 if worse else ExitCode.OK  # 1 as pytest's "tests failed": compare is a check, not a run

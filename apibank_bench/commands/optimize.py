@@ -75,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
     for name, value in vars(settings.command_values(args, "optimize")).items():
         setattr(args, name, value)  # the resolved settings (flag, else environment, else default)
     if args.method is None:
-        return _fail("--method is required (one of " + ", ".join(methods.METHODS) + ")")
+        return _fail("--method is required (one of " + ", ".join(methods.METHODS.names()) + ")")
     from apibank_bench.optimize import grid
     from apibank_bench.optimize.roles import OPTIMIZABLE
 

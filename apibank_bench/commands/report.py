@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from apibank_bench.core import settings
+from apibank_bench.core.exit_codes import ExitCode
 
 
 def register(sub) -> None:
@@ -36,13 +37,13 @@ def run(args) -> int:
     problems = missing_runs(args.dirs)
     if problems:
         print(f"apibank-bench report: refused: {'; '.join(problems)}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     try:
         values = settings.command_values(args, "report")
         index = build_report(args.dirs, Path(args.out), seed=values.seed,
                              prices=price_table(values.price, values.price_file))
     except (FileNotFoundError, ValueError) as exc:
         print(f"apibank-bench report: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     print(f"wrote {index}")
-    return 0
+    return ExitCode.OK

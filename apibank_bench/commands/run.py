@@ -1,31 +1,26 @@
 """`apibank-bench run` and `merge`: the reference's runner interface, as a thin wrapper over the pytest suite.
 
-Exit codes of `run`: 0 every selected instance has a scored answer (wrong answers
-are results, not failures); 1 some instances errored or did not run (the results
-are incomplete: `--resume` finishes them); 2 bad usage, a bad or missing data root,
-an empty selection or a refused `--baseline`; 3 the model endpoint is unreachable (or
-pytest failed internally); 4 the run is significantly worse than `--baseline`; 130
-interrupted.
+`run` exits with a `core.exit_codes.ExitCode`; its help lists them all.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
-from apibank_bench.commands import INCOMPLETE
 from apibank_bench.core import settings
+from apibank_bench.core.exit_codes import ExitCode, described
 from apibank_bench.core.paths import PROJECT_ROOT
 
 BENCH_TESTS = PROJECT_ROOT / "bench_tests"
-REGRESSION = 4  #: exit code: the run is significantly worse than --baseline
 #: Plugins whose output says nothing about a benchmark run (pytest users keep them).
 QUIET_PLUGINS = ("anyio", "benchmark", "hypothesispytest")
 
 
 def register(sub) -> None:
     run = sub.add_parser("run", help="run the benchmark (a thin wrapper over `pytest bench_tests`)",
-                         description=__doc__.split("\n\n", 1)[1],
+                         description=described("run"),
                          epilog="Anything after `--` goes to pytest as is, e.g. `-- --tb=short -x`.")
     run.add_argument("--summary", action="store_true", help="no model: the data check and gold replay")
     run.add_argument("--batch", action="store_true", help="accepted for the reference's interface; changes nothing")
@@ -76,7 +71,7 @@ class GivenSettings:
     """The settings `run` resolved, handed to pytest as a plugin object (`settings.GIVEN`): the plugin uses
     them as they are; xdist workers get them from the controller in `workerinput`."""
 
-    def __init__(self, cfg: settings.RunConfig, given: set[str] = frozenset()) -> None:
+    def __init__(self, cfg: settings.RunConfig, given: AbstractSet[str] = frozenset()) -> None:
         setattr(self, settings.GIVEN, cfg)
         setattr(self, settings.GIVEN_NAMES, set(given))  #: the settings the user set (the rest are defaults)
 
@@ -103,7 +98,7 @@ def run_benchmark(args) -> int:
 
         report = gold_replay_report(cfg.level, cfg.limit, cfg.offset, cfg.only or None, cfg.root)
         print(json.dumps(report, indent=1))
-        return 0
+        return ExitCode.OK
     check_before_start(cfg)
     import pytest
 
@@ -111,21 +106,29 @@ def run_benchmark(args) -> int:
 
     import_solver_modules(cfg)  # before pytest: see why there
 
-    from apibank_bench.plugin.run_output import RunOutput
+    from apibank_bench.plugin.command_output import RunOutput
 
     outcome = RunOutput()
     given = GivenSettings(cfg, settings.given_names(lambda s: getattr(args, s.name, None)))
     code = pytest.main(pytest_args(args), plugins=[outcome, given])
+    return exit_code(code, outcome)
+
+
+def exit_code(code: int, outcome) -> ExitCode:
+    """`run`'s exit code for pytest's exit status and what the run's plugins saw (`RunOutput`)."""
+    import pytest
+
     if code == pytest.ExitCode.INTERRUPTED:
-        return INCOMPLETE if outcome.stopped else 130
+        return ExitCode.INCOMPLETE if outcome.stopped else ExitCode.INTERRUPTED
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED):
-        return 2
+        return ExitCode.USAGE
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        return int(code)
+        # the plugin's ExitCode.UNREACHABLE, or pytest's INTERNAL_ERROR (3, the same number)
+        return ExitCode.UNREACHABLE
     if outcome.regression:
-        return REGRESSION
+        return ExitCode.WORSE
     summary = outcome.summary or {}
-    return INCOMPLETE if summary.get("errors") or summary.get("not_run") else 0
+    return ExitCode.INCOMPLETE if summary.get("errors") or summary.get("not_run") else ExitCode.OK
 
 
 def run_merge(args) -> int:
@@ -138,11 +141,11 @@ def run_merge(args) -> int:
         summary = merge([Path(d) for d in args.dirs], Path(args.out))
     except MergeRefused as exc:
         print(f"apibank-bench merge: refused: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     print(f"merged {len(args.dirs)} folders into {args.out}: {summary['total']} of the run's {summary['selected']} "
           f"cases, accuracy {summary['accuracy']:.1%}")
     if not summary["complete"]:
         print(f"INCOMPLETE: {summary['errors']} errored and {summary['not_run']} not in any of the folders "
               f"(a shard missing?); {settings.flag('resume')} --out-dir {args.out} finishes the run")
-        return INCOMPLETE
-    return 0
+        return ExitCode.INCOMPLETE
+    return ExitCode.OK

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from apibank_bench.core import settings
+from apibank_bench.core.exit_codes import ExitCode
 
 
 def register(sub) -> None:
@@ -28,7 +29,7 @@ def run(args) -> int:
         instance = load_instance(args.id, Path(values.out_dir) if values.out_dir else None, args.epoch)
     except (LookupError, FileNotFoundError) as exc:
         print(f"apibank-bench show: {exc.args[0] if exc.args else exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     chars = PROMPT_CHARS if args.prompt_chars is None else args.prompt_chars
     print(to_text(sections(instance, chars, values.root)), end="")
-    return 0
+    return ExitCode.OK

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import sys
 
-from apibank_bench.commands import INCOMPLETE
 from apibank_bench.core import settings
+from apibank_bench.core.exit_codes import ExitCode
 
 
 def register(sub) -> None:
@@ -60,7 +60,7 @@ def run(args) -> int:
             axes, cells, interrupted = run_sweep(given, args.out, settings.value_of(args, "workers"), sweep, wait=not args.no_wait)
     except (SweepError, ValueError) as exc:
         print(f"apibank-bench sweep: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     if args.status:
         records = Ledger(args.out).read()
         for index, cell in enumerate(cells, start=1):
@@ -69,18 +69,18 @@ def run(args) -> int:
         print(write_tables(args.out, axes, cells, price_table(given.get("price") or (), given.get("price_file"))),
               end="")
     if interrupted:
-        return 130
+        return ExitCode.INTERRUPTED
     held = [cell for cell in cells if cell.job]
     if args.no_wait and all(cell.job or status(cell) == "complete" for cell in cells):
         print(f"sweep: {len(held)} cells queued or running; `--status` follows them, the same command collects")
-        return 0
+        return ExitCode.OK
     unfinished = [cell for cell in cells if status(cell) != "complete"]
     if unfinished:
         print(f"sweep: {len(unfinished)} of {len(cells)} cells incomplete"
               + (f" ({len(held)} still queued or running)" if held else "")
               + "; rerun the same command to resume them")
-        return INCOMPLETE
-    return 0
+        return ExitCode.INCOMPLETE
+    return ExitCode.OK
 
 
 def job_text(entry: dict | None) -> str:

@@ -1,4 +1,5 @@
-"""A named table of interchangeable parts (topologies, scorers, agent kinds, optimizer methods).
+"""A named table of interchangeable parts (topologies, scorers, agent kinds, optimizer methods, executors,
+the APIs of each API set): the one way the package registers a kind of part.
 
 Choices, help texts and error messages are all read from the table, so adding a
 part is registering it, nowhere else.
@@ -53,14 +54,18 @@ class Registry(Generic[T]):
             loader()
 
     def register(self, name: str, help: str, aliases: tuple[str, ...] = (), **extra: Any) -> Callable[[T], T]:
+        """A decorator that adds what it decorates under `name`."""
         def add(value: T) -> T:
-            if name in self._entries:
-                raise ValueError(f"{self.kind} {name!r} is registered twice")
-            self._entries[name] = Entry(name, value, help, aliases, extra)
-            for alias in aliases:
-                self._aliases[alias] = name
-            return value
+            return self.add(name, value, help, aliases, **extra)
         return add
+
+    def add(self, name: str, value: T, help: str, aliases: tuple[str, ...] = (), **extra: Any) -> T:
+        if name in self._entries:
+            raise ValueError(f"{self.kind} {name!r} is registered twice")
+        self._entries[name] = Entry(name, value, help, aliases, extra)
+        for alias in aliases:
+            self._aliases[alias] = name
+        return value
 
     def names(self) -> list[str]:
         """The registered names, then their aliases (everything an option accepts)."""

@@ -266,7 +266,7 @@ SETTINGS: tuple[Setting, ...] = (
             default_text="`keyword` for Level 1, else `official`", commands=(*_RUN, "score")),
     Setting("out_dir", "where results go: one run per folder (a fresh run into a folder holding another run's "
             "results is refused)", default_text="`results/apibank/<model>/<topology>` (see "
-            "[Results](#results-folders)); `show`: the run's folder (default: the one under results/apibank "
+            "[Results](results.md)); `show`: the run's folder (default: the one under results/apibank "
             "holding the ID)", role=_OP, commands=("run", "score", "show")),
     Setting("resume", "continue the run in the out dir: skip instances already finished in `results.jsonl` "
             "(errored ones run again); refused if the run there measured other settings; `optimize`: continue a "
@@ -368,7 +368,7 @@ SETTINGS: tuple[Setting, ...] = (
             commands=("optimize", "manifests"), of_run=False),
     Setting("eval_limit", "eval instances in optimize's final comparison of seed and optimized prompts",
             _at_least(1), 100, role=_SEL, commands=("optimize",), of_run=False),
-    Setting("budget", "the optimizer's budget (see the README)", _at_least(1),
+    Setting("budget", "the optimizer's budget (see docs/optimizing.md)", _at_least(1),
             default_text="per method: 600 (GEPA, MASPO), 10 trials (MIPROv2)", commands=("optimize",), of_run=False),
     Setting("optimizer_model", "the reflection/proposal/judge model (alias or name)", default_text="the task model",
             group="model", commands=("optimize",), of_run=False),
@@ -800,7 +800,7 @@ if __name__ == "__main__":  # python -m apibank_bench.core.settings [--write-rea
     import sys
 
     if "--write-readme" in sys.argv:
-        write_readme_table(Path(__file__).resolve().parents[2] / "README.md")
+        write_readme_table(Path(__file__).resolve().parents[2] / "docs" / "settings.md")
     else:
         print(markdown_table())
 

@@ -115,7 +115,7 @@ def usage(outcomes: Iterable[InstanceResult]) -> dict[str, int]:
 
 
 class Context:
-    """What a method may use. Built by the command; see OPTIMIZE_INTERFACE in the notes."""
+    """What a method's `optimize(ctx)` may use (see `optimize.methods`). Built by the optimize command."""
 
     def __init__(self, *, topology: str, roles: list[str], seed_prompts: dict[str, str], train_ids: list[str],
                  validation_ids: list[str], seed: int, budget: int, hyper: dict[str, Any], out_dir: Path,

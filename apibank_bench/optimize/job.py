@@ -15,10 +15,10 @@ import dataclasses
 import json
 import shutil
 import sys
-import time
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from apibank_bench.agents import build_solver
 from apibank_bench.agents.model_roles import check_assignments
@@ -27,13 +27,13 @@ from apibank_bench.llm.local_server import OnDemandServer
 from apibank_bench.data.manifests import manifest_ids, splits
 from apibank_bench.core.paths import require_root
 from apibank_bench.runs.provenance import provenance
-from apibank_bench.runs.results import RunFiles, finished_ids
+from apibank_bench.runs.benchmark_run import BenchmarkRun
+from apibank_bench.runs.instances import InstanceResult
 from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.scoring.stage import Stage
 from apibank_bench.core.settings import BY_NAME, RunConfig, from_environment
-from apibank_bench.data.tasks import get_task
 from apibank_bench.optimize import grid, methods
-from apibank_bench.optimize.context import Context, _run_tasks, usage, write_prompts
+from apibank_bench.optimize.context import Context, usage, write_prompts
 from apibank_bench.optimize.events import EventLog, dump
 from apibank_bench.optimize.final import compare_folders
 from apibank_bench.optimize.roles import roles, seed_prompts
@@ -132,6 +132,8 @@ def _run(args, module, hyper, budget, cfg, config, split, eval_ids, out: Path, l
         events.log("resume")
     scorer = Scorer(require_root(cfg.root))
     client = model_client(cfg, local)
+    if client is None:
+        raise JobError("optimize needs a model to prompt: --model gold has none")
     optimizer, described = _optimizer_client(args, cfg, client, local)
     config["optimizer_model"] = described or config["model"]
     if not (out / "config.json").exists():
@@ -183,7 +185,7 @@ def _phase_validation(ctx: Context, seeds: dict, best: dict, out: Path, events: 
         events.log("skip", phase="validation", reason="validation.json exists")
         return
     events.phase = "validation"
-    report = {"ids": ctx.validation_ids}
+    report: dict[str, Any] = {"ids": ctx.validation_ids}
     for name, prompts in (("seed", seeds), ("optimized", best)):
         rollouts = ctx.evaluate(prompts, ctx.validation_ids) if ctx.validation_ids else []
         correct = sum(r.correct for r in rollouts)
@@ -194,30 +196,29 @@ def _phase_validation(ctx: Context, seeds: dict, best: dict, out: Path, events: 
     dump(out / "validation.json", report)
 
 
-def _final_run(name: str, prompts_dir: Path, ids: list[str], cfg: RunConfig, client, scorer: Scorer, out: Path,
+def _final_run(name: str, prompts_dir: Path, ids: list[str], cfg: RunConfig, client: Any, scorer: Scorer, out: Path,
                resume: bool, events: EventLog, workers: int) -> None:
-    """An ordinary results folder (as `run --prompts-dir` writes it) on the first eval instances."""
+    """An ordinary results folder (as `run --prompts-dir` writes it) on the first eval instances, written by
+    the benchmark's own run (runs.benchmark_run), with the task client shared."""
     folder = out / "final" / name
     if resume and (folder / "summary.json").exists():
         events.log("skip", phase="final", candidate=name, reason="summary.json exists")
         return
     events.phase = "final"
-    run_cfg = dataclasses.replace(cfg, prompts_dir=str(prompts_dir), level="all", limit=len(ids),
-                                  out_dir=str(folder), resume=resume)
-    files = RunFiles(folder, resume=resume)
-    done = finished_ids(folder)
-    tasks = [get_task(task_id, root=scorer.root) for task_id in ids if task_id not in done]
-    started, count = time.time(), len(done)
+    run_cfg = dataclasses.replace(cfg, prompts_dir=str(prompts_dir), level="all", limit=len(ids), offset=0, only=[],
+                                  out_dir=str(folder), resume=resume, overwrite=not resume, concurrency=workers)
+    run = BenchmarkRun(run_cfg)
+    run.open_folder()
+    if run.cases() != ids:
+        raise JobError(f"the final run selects {len(run.cases())} instances, not the first {len(ids)} eval ones")
+    count = len(ids) - len(run.to_run)
 
-    def record(outcome) -> None:
+    def record(outcome: InstanceResult) -> None:
         nonlocal count
         count += 1
-        files.append(outcome.prediction, outcome.row, outcome.trace)
         events.log("final_instance", step=count, candidate=name, id=outcome.row.id, correct=outcome.row.correct,
                    **usage([outcome]))
 
-    _run_tasks(tasks, build_solver(run_cfg, client), scorer, workers, on_done=record)
-    summary = files.finalize(ids, config={"run": run_cfg.to_dict(), **provenance(run_cfg)},
-                             wall_time_s=time.time() - started)
+    summary = run.solve(model=client, solver=build_solver(run_cfg, client), scorer=scorer, on_result=record)
     events.log("final", candidate=name, accuracy=summary["accuracy"], correct=summary["correct"],
                total=summary["total"])

@@ -1,7 +1,9 @@
 """The optimizer methods. Each is a module with `optimize(ctx) -> {role: prompt}`, `HYPERPARAMETERS`
 (name -> (type, default, help), turned into `--name` flags) and optionally `DEFAULT_BUDGET`.
 
-Modules are imported on demand and import their heavy libraries (gepa, dspy) inside `optimize`.
+The registry holds each method's module path, not the module: listing the names (`--help`, the
+settings' choices) imports nothing, and a module is imported when its method is used; it imports its
+heavy libraries (gepa, dspy) inside `optimize`.
 """
 
 from __future__ import annotations
@@ -10,29 +12,26 @@ import importlib
 from argparse import Namespace
 from types import ModuleType
 
-METHODS = {
-    "gepa": "apibank_bench.optimize.gepa_method",
-    "mipro": "apibank_bench.optimize.mipro",
-    "maspo": "apibank_bench.optimize.maspo",
-}
+from apibank_bench.core.registry import Registry
+
+METHODS: Registry[str] = Registry("method", "--method")
+METHODS.add("gepa", "apibank_bench.optimize.gepa_method", "GEPA: reflective prompt evolution (the gepa library)")
+METHODS.add("mipro", "apibank_bench.optimize.mipro", "MIPROv2: instructions proposed and searched (DSPy)")
+METHODS.add("maspo", "apibank_bench.optimize.maspo", "MASPO: multi-agent prompt optimization, role by role")
 #: The budget when a method does not name its own (GEPA's metric calls, MASPO's rollouts).
 FALLBACK_BUDGET = 600
 
 
 def load(name: str) -> ModuleType:
-    try:
-        path = METHODS[name]
-    except KeyError:
-        raise ValueError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}") from None
-    return importlib.import_module(path)
+    return importlib.import_module(METHODS.get(name))  # an unknown name: ValueError naming the known ones
 
 
 def available() -> dict[str, ModuleType]:
     """The methods that import (for the command line's flags); `load` reports why one does not."""
     found = {}
-    for name, path in METHODS.items():
+    for entry in METHODS:
         try:
-            found[name] = importlib.import_module(path)
+            found[entry.name] = importlib.import_module(entry.value)
         except ImportError:
             continue
     return found

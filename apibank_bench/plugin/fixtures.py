@@ -10,17 +10,26 @@ import pytest
 from apibank_bench.agents import build_solver
 from apibank_bench.agents.models import EndpointUnreachable, model_client
 from apibank_bench.runs.epochs import split_case
-from apibank_bench.runs.instances import InstancePool, RunStopped
+from apibank_bench.runs.instances import RunStopped
+from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.core.paths import DataMissing, require_root
-from apibank_bench.plugin.run import my_instances, record, run_config, stop_message
-from apibank_bench.plugin.keys import MODEL, POOL
+from apibank_bench.plugin.bench_session import stop_message
+from apibank_bench.plugin.keys import RESULT, RUN, USER_PROPERTY
+from apibank_bench.plugin.options import my_instances
+from apibank_bench.runs.results import capped_json
 from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.data.tasks import get_task
 
 
 @pytest.fixture(scope="session")
-def apibank_config(pytestconfig):
-    return run_config(pytestconfig)
+def apibank_run(pytestconfig):
+    """The session's run (runs.benchmark_run.BenchmarkRun): its settings, model client, pool."""
+    return pytestconfig.stash[RUN]
+
+
+@pytest.fixture(scope="session")
+def apibank_config(apibank_run):
+    return apibank_run.cfg
 
 
 @pytest.fixture(scope="session")
@@ -43,19 +52,18 @@ def apibank_scorer(request, apibank_config, apibank_root):
 
 
 @pytest.fixture(scope="session")
-def apibank_model(apibank_config, pytestconfig):
+def apibank_model(apibank_run, pytestconfig):
     """The shared chat client (None for the gold self-check); starts the embedded model if needed. At the
     session's end its requests still in flight are abandoned."""
-    endpoint = pytestconfig.pluginmanager.get_plugin("apibank-endpoint")
     try:
         # xdist workers share the endpoint: each keeps its part of the server's queue (llm/limit.py)
         sharing = int(getattr(pytestconfig, "workerinput", {}).get("workercount", 1))
-        client = model_client(apibank_config, endpoint.base_url, sharing)
+        client = model_client(apibank_run.cfg, apibank_run.endpoint_url, sharing)
     except EndpointUnreachable as exc:
-        pytest.exit(f"apibank: {exc}", returncode=3)
+        pytest.exit(f"apibank: {exc}", returncode=ExitCode.UNREACHABLE)
     except ValueError as exc:  # e.g. an endpoint without a model name: a usage error
         pytest.exit(f"apibank: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
-    pytestconfig.stash[MODEL] = client
+    apibank_run.model = client
     yield client
     if client is not None:  # the session's end, also after Ctrl-C or SIGTERM (plugin.interrupt)
         # A request still in flight now belongs to an instance that gets no row (its test will not run):
@@ -70,19 +78,14 @@ def apibank_solver(apibank_config, apibank_model):
 
 
 @pytest.fixture(scope="session")
-def apibank_pool(request, apibank_config, apibank_root, apibank_model, apibank_solver, apibank_scorer):
-    """Solves this process's instances, `concurrency` at a time, starting with the first tests'."""
-    cfg = apibank_config
-    pool = InstancePool(lambda task_id: get_task(task_id, root=apibank_root), apibank_solver, apibank_scorer,
-                        concurrency=cfg.instances_in_flight, time_limit=cfg.instance_timeout or None)
-    if apibank_model is not None:  # a dead endpoint trips the model layer's breaker: start no more instances
-        apibank_model.breaker.on_trip(pool.stop)
-    request.config.stash[POOL] = pool
+def apibank_pool(request, apibank_run, apibank_model, apibank_solver, apibank_scorer):
+    """Solves this process's instances, `concurrency` at a time, starting with the first tests'; a dead
+    endpoint trips the model layer's breaker, which stops it (no more instances start)."""
     # Everything built so far (the model layer, LangGraph, the solver, the APIs) lives as long as the
     # process: out of the collector's sight, later collections (automatic ones during the run, and
     # pytest's own at its end) scan only the run's new objects, not the hundreds of thousands imported.
     gc.freeze()
-    pool.start(my_instances(request.session))
+    pool = apibank_run.start_pool(my_instances(request.session), apibank_solver, apibank_scorer)
     yield pool
     pool.close()
 
@@ -99,3 +102,9 @@ def apibank_result(request, apibank_task_id, apibank_pool):
     if result.is_error:
         pytest.fail(f"[error] {result.score.error}", pytrace=False)
     return result
+
+
+def record(item, payload: dict) -> None:
+    """Attach one instance's lines to its test report: JSON text, the one form that travels through xdist."""
+    item.stash[RESULT] = payload["result"]
+    item.user_properties.append((USER_PROPERTY, capped_json(payload)))  # a 10 MB answer travels cut

@@ -17,23 +17,18 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-import pytest
-
-WORKER_PIDS = pytest.StashKey[list]()  #: the controller's xdist workers' process ids
+from typing import Any
 
 
-def install(config) -> None:
-    """Turn SIGTERM into KeyboardInterrupt for this session, unless someone else handles it already."""
+def install(config: Any, workers: list[int]) -> None:
+    """Turn SIGTERM into KeyboardInterrupt for this session, unless someone else handles it already.
+    `workers`: the process ids of the controller's xdist workers, filled as they come up."""
     if threading.current_thread() is not threading.main_thread():
         return
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return
-    workers = config.stash[WORKER_PIDS] = []
-
-    def interrupt(signum: int, frame) -> None:
+    def interrupt(signum: int, frame: Any) -> None:
         signal.signal(signum, signal.SIG_IGN)  # once: the interrupt's own cleanup must not be interrupted
         for pid in workers:
             try:
@@ -44,36 +39,3 @@ def install(config) -> None:
 
     signal.signal(signal.SIGTERM, interrupt)
     config.add_cleanup(lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
-
-
-@contextmanager
-def deferred() -> Iterator[None]:
-    """Ctrl-C or SIGTERM arriving inside the block acts when it ends: a results line, its prediction and its
-    trace are written whole, or not at all (an interrupt between them would leave a row without its trace,
-    which `--resume` takes as finished). Only the main thread receives Python's signal handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, frame: caught.append(signum))
-                for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if caught:
-            handler = previous[caught[0]]
-            if callable(handler):
-                handler(caught[0], None)  # KeyboardInterrupt, now
-            elif handler == signal.SIG_DFL:
-                os.kill(os.getpid(), caught[0])
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodeready(node) -> None:
-    """xdist's controller: a worker is up; its process is the gateway's (execnet's popen, the one handle on it)."""
-    pid = getattr(getattr(getattr(getattr(node, "gateway", None), "_io", None), "popen", None), "pid", None)
-    pids = node.config.stash.get(WORKER_PIDS, None)
-    if isinstance(pid, int) and pids is not None:
-        pids.append(pid)

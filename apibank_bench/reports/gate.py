@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 
 from apibank_bench.core.settings import flag
-from apibank_bench.plugin.run import bench_requested, is_worker, run_config
 from apibank_bench.reports.compare import (Run, compare_pair, format_p, load_run, mismatches, paired_lines,
                                           significantly_worse)
 from apibank_bench.core.files import write_atomic
@@ -32,7 +31,8 @@ from apibank_bench.runs.results import SUMMARY
 #: What a baseline must share with the run (of compare's MUST_AGREE: the rules of `compare.pair`;
 #: the selection may differ).
 MUST_MATCH = ("data lock", "ToolSearcher scorer")
-REGRESSION_EXIT = 1  #: pytest's exit status when the gate fails (`apibank-bench run` exits 4)
+#: pytest's exit status when the gate fails (pytest's own "tests failed"; `run` exits ExitCode.WORSE)
+REGRESSION_EXIT = 1
 
 
 class BaselineRefused(ValueError):
@@ -93,18 +93,17 @@ def report_lines(verdict: Verdict) -> list[str]:
 
 
 class Gate:
-    """The controller's gate: checks the baseline at the start, judges the run at the end."""
+    """The controller's gate: checks the baseline as the run starts, judges the run as it ends (the
+    benchmark plugin's hooks, `plugin.hookspecs`)."""
 
-    def __init__(self, config) -> None:
-        self.config = config
+    def __init__(self) -> None:
         self.baseline: Run | None = None
         self.verdict: Verdict | None = None
         self.problem: str | None = None  #: why there was nothing to judge
 
-    @pytest.hookimpl(trylast=True)  # after the data check
-    def pytest_sessionstart(self, session) -> None:
-        cfg = run_config(self.config)
-        if not cfg.baseline or not bench_requested(self.config):
+    def pytest_apibank_run_started(self, run) -> None:
+        cfg = run.cfg
+        if not cfg.baseline:
             return
         from apibank_bench.runs.provenance import provenance
 
@@ -116,18 +115,16 @@ class Gate:
         except (FileNotFoundError, ValueError) as exc:
             raise pytest.UsageError(f"apibank: {flag('baseline')} {cfg.baseline}: refused: {exc}") from None
 
-    @pytest.hookimpl(trylast=True)  # after the writer has written the run's summary
-    def pytest_sessionfinish(self, session) -> None:
+    def pytest_apibank_run_finished(self, run, session) -> None:
         if self.baseline is None or self.verdict is not None:
             return
-        writer = self.config.pluginmanager.get_plugin("apibank-writer")
-        summary = getattr(writer, "summary", None)
+        summary = run.summary
         if not summary:
             self.problem = "apibank gate: nothing ran, nothing to judge"
             return
-        out_dir = Path(run_config(self.config).results_dir)
+        out_dir = Path(run.cfg.results_dir)
         try:
-            self.verdict = judge(self.baseline, load_run(out_dir, "run"), run_config(self.config).gate_alpha)
+            self.verdict = run.verdict = judge(self.baseline, load_run(out_dir, "run"), run.cfg.gate_alpha)
         except (BaselineRefused, FileNotFoundError) as exc:  # a clean line and a usage error, never a traceback
             self.problem = f"apibank gate: {flag('baseline')} {self.baseline.path}: refused: {exc}"
             summary["gate"] = {"baseline": str(self.baseline.path), "refused": str(exc)}
@@ -155,6 +152,5 @@ class Gate:
 
 
 def pytest_configure(config):
-    if not is_worker(config):
-        config.pluginmanager.register(Gate(config), "apibank-gate")
+    config.pluginmanager.register(Gate(), "apibank-gate")  # only the controller's run calls its hooks
 

@@ -105,7 +105,7 @@ class Bm25Okapi:
         # Terms in more than half of the documents get a small positive idf instead
         # of a negative one; the sums run in first-seen order, as rank_bm25's do.
         self.idf: dict[str, float] = {}
-        total = 0
+        total = 0.0
         for term, count in containing.items():
             self.idf[term] = math.log(size - count + 0.5) - math.log(count + 0.5)
             total += self.idf[term]

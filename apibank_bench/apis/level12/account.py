@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import string
 
-from apibank_bench.apis.base import LEVEL12, Api, same_call
+from apibank_bench.apis.base import LEVEL12, Api, enveloped
 
 
 class _NoApiName(Api):
@@ -15,7 +15,7 @@ class _NoApiName(Api):
         return {"input": inputs, "output": output, "exception": exception}
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class CheckToken(_NoApiName):
     # Upstream takes the database only (it is itself the token checker).
     def __init__(self, init_database=None) -> None:
@@ -28,21 +28,19 @@ class CheckToken(_NoApiName):
                 return username
         raise Exception("The token is invalid.")
 
+    @enveloped
     def call(self, token):
-        return self.respond({"token": token}, lambda: {"username": self.check_token(token)})
-
-    def check_api_call_correctness(self, response, groundtruth):
-        return same_call(response, groundtruth)
+        return {"username": self.check_token(token)}
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class GetUserToken(Api):
     def __init__(self, init_database=None) -> None:
         super().__init__(init_database)
 
+    @enveloped
     def call(self, username, password):
-        inputs = {"username": username, "password": password}
-        return self.respond(inputs, lambda: {"token": self._token(username, password)})
+        return {"token": self._token(username, password)}
 
     def _token(self, username, password):
         if username not in self.database:
@@ -51,18 +49,15 @@ class GetUserToken(Api):
             raise Exception("The password is incorrect.")
         return self.database[username]["token"]
 
-    def check_api_call_correctness(self, response, groundtruth):
-        return same_call(response, groundtruth)
 
-
-@LEVEL12.register
+@LEVEL12.register_api
 class RegisterUser(_NoApiName):
     def __init__(self, init_database=None) -> None:
         super().__init__(init_database)
 
+    @enveloped
     def call(self, username, password, email):
-        inputs = {"username": username, "password": password, "email": email}
-        return self.respond(inputs, lambda: {"token": self._register(username, password, email)})
+        return {"token": self._register(username, password, email)}
 
     def _register(self, username, password, email):
         if username in self.database:
@@ -80,10 +75,11 @@ class RegisterUser(_NoApiName):
         return response["input"] == groundtruth["input"] and response["exception"] == groundtruth["exception"]
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class DeleteAccount(_NoApiName):
+    @enveloped
     def call(self, token):
-        return self.respond({"token": token}, lambda: {"status": self._delete(token)})
+        return {"status": self._delete(token)}
 
     def _delete(self, token):
         if self.token_checker is None:
@@ -95,15 +91,12 @@ class DeleteAccount(_NoApiName):
             return "success"
         raise Exception("No such user.")
 
-    def check_api_call_correctness(self, response, groundtruth):
-        return same_call(response, groundtruth)
 
-
-@LEVEL12.register
+@LEVEL12.register_api
 class ModifyPassword(Api):
+    @enveloped
     def call(self, token, old_password, new_password):
-        inputs = {"token": token, "old_password": old_password, "new_password": new_password}
-        return self.respond(inputs, lambda: {"status": self._modify(token, old_password, new_password)})
+        return {"status": self._modify(token, old_password, new_password)}
 
     def _modify(self, token, old_password, new_password):
         # Quirk: no None-check of the token checker (AttributeError text becomes the
@@ -124,7 +117,7 @@ class ModifyPassword(Api):
         )
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class ForgotPassword(_NoApiName):
     """Two steps: 'Forgot Password' issues a code, 'Verification Code' uses it."""
 
@@ -136,8 +129,9 @@ class ForgotPassword(_NoApiName):
         self.username = None
 
     # Quirk: any keyword is accepted and echoed in 'input'.
+    @enveloped
     def call(self, status, **kwargs):
-        return self.respond({"status": status, **kwargs}, lambda: self._step(status, kwargs))
+        return self._step(status, kwargs)
 
     def _step(self, status, kwargs):
         if status == "Forgot Password":
@@ -162,6 +156,3 @@ class ForgotPassword(_NoApiName):
             self.database[self.username]["password"] = kwargs["new_password"]
             return "success"
         raise Exception("The status is only 'Forgot Password' or 'Verification Code'.")
-
-    def check_api_call_correctness(self, response, groundtruth):
-        return same_call(response, groundtruth)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from apibank_bench.apis.base import LEVEL12, Api, same_result, words_overlap
+from apibank_bench.apis.base import LEVEL12, Api, enveloped, same_time_or_result, words_overlap
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -49,18 +49,11 @@ def _same_agenda(response, groundtruth) -> bool:
     )
 
 
-def _inputs(token, content, time, location) -> dict:
-    return {"token": token, "content": content, "time": time, "location": location}
-
-
 # Each class defines its own `call`: a missing-argument TypeError names it.
-@LEVEL12.register
+@LEVEL12.register_api
 class AddAgenda(Api):
+    @enveloped
     def call(self, token, content, time, location):
-        inputs = _inputs(token, content, time, location)
-        return self.respond(inputs, lambda: self.run(token, content, time, location))
-
-    def run(self, token, content, time, location):
         _check_time(time)
         if content.strip() == "":
             raise Exception("Content should not be null")
@@ -76,13 +69,10 @@ class AddAgenda(Api):
         return _same_agenda(response, groundtruth)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class DeleteAgenda(Api):
+    @enveloped
     def call(self, token, content, time, location):
-        inputs = _inputs(token, content, time, location)
-        return self.respond(inputs, lambda: self.run(token, content, time, location))
-
-    def run(self, token, content, time, location):
         username, key = _lookup(self, token, content, time)
         if key is not None:
             del self.database[key]
@@ -93,19 +83,13 @@ class DeleteAgenda(Api):
         return "success"
 
     def check_api_call_correctness(self, response, groundtruth):
-        if groundtruth["output"] == "success" and response["output"] == "success":
-            # Quirk: two successes only need the same time.
-            return response["input"]["time"] == groundtruth["input"]["time"]
-        return same_result(response, groundtruth)  # quirk: inputs ignored
+        return same_time_or_result(response, groundtruth)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class ModifyAgenda(Api):
+    @enveloped
     def call(self, token, content, time, location):
-        inputs = _inputs(token, content, time, location)
-        return self.respond(inputs, lambda: self.run(token, content, time, location))
-
-    def run(self, token, content, time, location):
         username, key = _lookup(self, token, content, time)
         if key is not None:
             self.database[key] = {"username": username, "content": content, "time": time, "location": location}
@@ -118,13 +102,10 @@ class ModifyAgenda(Api):
         return _same_agenda(response, groundtruth)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class QueryAgenda(Api):
+    @enveloped
     def call(self, token, content, time, location):
-        inputs = _inputs(token, content, time, location)
-        return self.respond(inputs, lambda: self.run(token, content, time, location))
-
-    def run(self, token, content, time, location):
         username, key = _lookup(self, token, content, time)
         if key is not None:
             return self.database[key]  # the stored item itself, as upstream returns it

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from apibank_bench.apis.base import LEVEL12, Api, same_call
+from apibank_bench.apis.base import LEVEL12, Api, enveloped
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -34,12 +34,10 @@ def _locate(api, token, time):
 
 
 # Each class defines its own `call`: a missing-argument TypeError names it.
-@LEVEL12.register
+@LEVEL12.register_api
 class AddAlarm(Api):
+    @enveloped
     def call(self, token, time):
-        return self.respond({"token": token, "time": time}, lambda: self.run(token, time))
-
-    def run(self, token, time):
         _check_time(time)
         # Quirk: the new key is the int len+1 (the initial keys are strings), so an
         # add after a delete can overwrite an earlier added alarm.
@@ -48,31 +46,20 @@ class AddAlarm(Api):
         self.database[key] = {"username": username, "time": time}
         return "success"
 
-    def check_api_call_correctness(self, response, groundtruth):
-        return same_call(response, groundtruth)
 
-
-@LEVEL12.register
+@LEVEL12.register_api
 class DeleteAlarm(Api):
+    @enveloped
     def call(self, token, time):
-        return self.respond({"token": token, "time": time}, lambda: self.run(token, time))
-
-    def run(self, token, time):
         key = _locate(self, token, time)
         del self.database[key]
         return "success"
 
-    def check_api_call_correctness(self, response, groundtruth):
-        return same_call(response, groundtruth)
 
-
-@LEVEL12.register
+@LEVEL12.register_api
 class ModifyAlarm(Api):
+    @enveloped
     def call(self, token, from_time, to_time):
-        inputs = {"token": token, "from_time": from_time, "to_time": to_time}
-        return self.respond(inputs, lambda: self.run(token, from_time, to_time))
-
-    def run(self, token, from_time, to_time):
         _check_time(from_time)
         _check_time(to_time)
         username = self.token_checker.check_token(token)
@@ -82,18 +69,10 @@ class ModifyAlarm(Api):
         self.database[key] = {"username": username, "time": to_time}
         return "success"
 
-    def check_api_call_correctness(self, response, groundtruth):
-        return same_call(response, groundtruth)
 
-
-@LEVEL12.register
+@LEVEL12.register_api
 class QueryAlarm(Api):
+    @enveloped
     def call(self, token, time):
-        return self.respond({"token": token, "time": time}, lambda: self.run(token, time))
-
-    def run(self, token, time):
         key = _locate(self, token, time)
         return self.database[key]  # the stored item itself, as upstream returns it
-
-    def check_api_call_correctness(self, response, groundtruth):
-        return same_call(response, groundtruth)

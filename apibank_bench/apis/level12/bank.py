@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import datetime
 
-from apibank_bench.apis.base import LEVEL12, Api, same_call
+from apibank_bench.apis.base import LEVEL12, Api, enveloped
 
 DATE_FORMAT = "%Y-%m-%d"
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class OpenBankAccount(Api):
     # Upstream has no database in init_database/: it starts from one built-in account.
     def __init__(self) -> None:
         super().__init__({0: {"account": "test", "password": "test", "name": "yifei"}})
 
+    @enveloped
     def call(self, account, password, name):
-        inputs = {"account": account, "password": password, "name": name}
-        return self.respond(inputs, lambda: self.open(account, password, name))
+        return self.open(account, password, name)
 
     def open(self, account, password, name) -> str:
         if any(item["account"] == account for item in self.database.values()):
@@ -25,20 +25,15 @@ class OpenBankAccount(Api):
         self.database[len(self.database) + 1] = {"account": account, "password": password, "name": name}
         return "success"
 
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return same_call(response, groundtruth)
 
-
-@LEVEL12.register
+@LEVEL12.register_api
 class QueryBalance(Api):
     def __init__(self, init_database=None, token_checker=None) -> None:
         super().__init__(init_database, token_checker)
         assert token_checker is not None
 
+    @enveloped
     def call(self, token):
-        return self.respond({"token": token}, lambda: self.balance(token))
-
-    def balance(self, token):
         try:
             # Quirk: the token is checked unstripped; strip() only turns a
             # non-string token into 'The token is incorrect.'.
@@ -79,16 +74,13 @@ def _stock_query(stock_code, date):
     return (None if stock_code == "" else stock_code), _stock_date(date)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class QueryStock(Api):
     def __init__(self, init_database=None) -> None:
         super().__init__(init_database)
 
+    @enveloped
     def call(self, stock_code, date):
-        inputs = {"stock_code": stock_code, "date": date}
-        return self.respond(inputs, lambda: self.price(stock_code, date))
-
-    def price(self, stock_code, date):
         stock_code, date = _stock_query(stock_code, date)
         if stock_code is None:
             raise Exception("The stock code cannot be empty.")

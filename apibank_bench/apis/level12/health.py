@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from apibank_bench.apis.base import LEVEL12, DatabaseApi, canonical_time, parse_padded
+from apibank_bench.apis.base import LEVEL12, DatabaseApi, canonical_time, enveloped, parse_padded
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -21,13 +21,10 @@ def _raise_if_error(value):
     return value
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class RecordHealthData(DatabaseApi):
-    def call(self, user_id: str, time: str, health_data: list = None) -> dict:
-        inputs = {"user_id": user_id, "time": time, "health_data": health_data}
-        return self.respond(inputs, lambda: self._record(user_id, time, health_data))
-
-    def _record(self, user_id, time, health_data):
+    @enveloped
+    def call(self, user_id: str, time: str, health_data: list | None = None) -> str:
         user_id = _user_id(user_id)
         if user_id is None:
             raise Exception("The user id cannot be empty.")
@@ -74,19 +71,16 @@ class RecordHealthData(DatabaseApi):
         )
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class QueryHealthData(DatabaseApi):
-    def call(self, user_id, start_time, end_time) -> dict:
-        inputs = {"user_id": user_id, "start_time": start_time, "end_time": end_time}
-        return self.respond(inputs, lambda: self._query(user_id, start_time, end_time))
-
     @staticmethod
     def _normalized(user_id, start_time, end_time):
         """(id or None, start, end); the times are datetimes or the parse exceptions."""
         user_id = _user_id(user_id)
         return user_id, parse_padded(start_time, TIME_FORMAT), parse_padded(end_time, TIME_FORMAT)
 
-    def _query(self, user_id, start_time, end_time):
+    @enveloped
+    def call(self, user_id, start_time, end_time) -> list:
         user_id, start, end = self._normalized(user_id, start_time, end_time)
         if user_id is None:
             raise Exception("The user id cannot be empty.")
@@ -149,25 +143,21 @@ def _emergency_key(symptom) -> str:
     return symptom.lower()
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class SymptomSearch(DatabaseApi):
-    def call(self, symptom: str) -> dict:
-        return self.respond(
-            {"symptom": symptom},
-            lambda: _symptom_results(self.database, _symptom_key(symptom), ("name", "description")),
-        )
+    @enveloped
+    def call(self, symptom: str) -> list:
+        return _symptom_results(self.database, _symptom_key(symptom), ("name", "description"))
 
     def check_api_call_correctness(self, response, groundtruth) -> bool:
         return _symptom_check(_symptom_key, response, groundtruth)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class EmergencyKnowledge(DatabaseApi):
-    def call(self, symptom: str) -> dict:
-        return self.respond(
-            {"symptom": symptom},
-            lambda: _symptom_results(self.database, _emergency_key(symptom), ("name", "aid")),
-        )
+    @enveloped
+    def call(self, symptom: str) -> list:
+        return _symptom_results(self.database, _emergency_key(symptom), ("name", "aid"))
 
     def check_api_call_correctness(self, response, groundtruth) -> bool:
         return _symptom_check(_emergency_key, response, groundtruth)

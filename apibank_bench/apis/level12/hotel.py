@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from apibank_bench.apis.base import LEVEL12, Api, same_call
+from apibank_bench.apis.base import LEVEL12, Api, enveloped
 
 DATE_FORMAT = "%Y-%m-%d"
 
@@ -14,21 +14,16 @@ def _date(text):
     return datetime.datetime.strptime(text, DATE_FORMAT)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class BookHotel(Api):
     def __init__(self, init_database=None) -> None:
         super().__init__(init_database)
 
+    @enveloped
     def call(self, hotel_name, check_in_time, check_out_time, room_count, adult_count, child_count):
-        inputs = {
-            "hotel_name": hotel_name,
-            "check_in_time": check_in_time,
-            "check_out_time": check_out_time,
-            "room_count": room_count,
-            "adult_count": adult_count,
-            "child_count": child_count,
-        }
-        return self.respond(inputs, lambda: self.order(dict(inputs)))
+        booking = {"hotel_name": hotel_name, "check_in_time": check_in_time, "check_out_time": check_out_time,
+                   "room_count": room_count, "adult_count": adult_count, "child_count": child_count}
+        return self.order(booking)  # the booking is stored as given: a copy of the input
 
     def order(self, item: dict) -> str:
         arrive, leave = _date(item["check_in_time"]), _date(item["check_out_time"])
@@ -47,6 +42,3 @@ class BookHotel(Api):
         order_id = str(len(self.database) + 1)
         self.database[order_id] = item
         return order_id
-
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return same_call(response, groundtruth)

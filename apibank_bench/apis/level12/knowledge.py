@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import datetime
 
-from apibank_bench.apis.base import LEVEL12, Api
+from apibank_bench.apis.base import LEVEL12, Api, enveloped
 from apibank_bench.apis.level12._text_search import Bm25Okapi, word_tokens
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class Dictionary(Api):
     """Offline: upstream asks a public web dictionary for every keyword, so no result
     can be reproduced here; every well-formed call reports that the network is needed."""
@@ -17,8 +17,9 @@ class Dictionary(Api):
     def __init__(self, init_database=None) -> None:
         super().__init__(init_database)
 
+    @enveloped
     def call(self, keyword):
-        return self.respond({"keyword": keyword}, lambda: self.search(keyword))
+        return self.search(keyword)
 
     def search(self, keyword):
         # Upstream's local normalisation runs first (a non-string keyword fails here
@@ -35,14 +36,14 @@ class Dictionary(Api):
         )
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class DocumentQA(Api):
     def __init__(self, init_database=None) -> None:
         super().__init__(init_database)
 
+    @enveloped
     def call(self, url, question):
-        inputs = {"url": url, "question": question}
-        return self.respond(inputs, lambda: self.answer(url, question))
+        return self.answer(url, question)
 
     def answer(self, url, question):
         url, question = url.strip(), question.strip()
@@ -66,13 +67,14 @@ class DocumentQA(Api):
         )
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class Wiki(Api):
     def __init__(self, init_database=None) -> None:
         super().__init__(init_database)
 
+    @enveloped
     def call(self, keyword):
-        return self.respond({"keyword": keyword}, lambda: self.search(keyword))
+        return self.search(keyword)
 
     def search(self, keyword):
         keyword = keyword.replace("_", " ").strip().lower()
@@ -109,13 +111,14 @@ def _history_day(date):
     return failure
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class QueryHistoryToday(Api):
     def __init__(self, init_database=None) -> None:
         super().__init__(init_database)
 
+    @enveloped
     def call(self, date):
-        return self.respond({"date": date}, lambda: self.history(date))
+        return self.history(date)
 
     def history(self, date):
         day = _history_day(date)
@@ -136,7 +139,7 @@ class QueryHistoryToday(Api):
         return ours == theirs and outputs[0] == outputs[1] and response["exception"] == groundtruth["exception"]
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class SearchEngine(Api):
     """BM25 over the database's pre-tokenized documents; the two best documents."""
 
@@ -144,8 +147,9 @@ class SearchEngine(Api):
         super().__init__(init_database)
         self.index = Bm25Okapi(self.database["tokenized_documents"])
 
+    @enveloped
     def call(self, keyword):
-        return self.respond({"keyword": keyword}, lambda: self.search(keyword))
+        return self.search(keyword)
 
     def search(self, keyword):
         import numpy  # rank order among equal scores is numpy's argsort's, as upstream

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from apibank_bench.apis.base import LEVEL12, Api
+from apibank_bench.apis.base import LEVEL12, Api, enveloped
 
 
 def _same_input_output_exception(response, groundtruth) -> bool:
@@ -14,15 +14,13 @@ def _same_input_output_exception(response, groundtruth) -> bool:
     )
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class ImageCaption(Api):
     def __init__(self, init_database=None) -> None:
         super().__init__(init_database)
 
+    @enveloped
     def call(self, url):
-        return self.respond({"url": url}, lambda: self.caption(url))
-
-    def caption(self, url):
         url = url.strip()
         if not url.endswith((".jpg", ".jpeg", ".png")):
             raise Exception("The url should end with .jpg, .jpeg or .png.")
@@ -35,15 +33,13 @@ class ImageCaption(Api):
         return _same_input_output_exception(response, groundtruth)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class SpeechRecognition(Api):
     def __init__(self, init_database=None) -> None:
         super().__init__(init_database)
 
+    @enveloped
     def call(self, url):
-        return self.respond({"url": url}, lambda: self.transcript(url))
-
-    def transcript(self, url):
         url = url.strip()
         if not url.endswith(".wav"):
             raise Exception("The url should end with .wav.")

@@ -4,20 +4,9 @@ from __future__ import annotations
 
 import datetime
 
-from apibank_bench.apis.base import LEVEL12, Api, same_result, words_overlap
+from apibank_bench.apis.base import LEVEL12, Api, enveloped, same_result, words_overlap
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
-
-
-def _meeting_inputs(token, meeting_topic, start_time, end_time, location, attendees) -> dict:
-    return {
-        "token": token,
-        "meeting_topic": meeting_topic,
-        "start_time": start_time,
-        "end_time": end_time,
-        "location": location,
-        "attendees": attendees,
-    }
 
 
 class _MeetingApi(Api):
@@ -62,14 +51,11 @@ class _MeetingApi(Api):
         )
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class AddMeeting(_MeetingApi):
+    @enveloped
     def call(self, token: str, meeting_topic: str, start_time: str, end_time: str, location: str,
-             attendees: list) -> dict:
-        inputs = _meeting_inputs(token, meeting_topic, start_time, end_time, location, attendees)
-        return self.respond(inputs, lambda: self._add(**inputs))
-
-    def _add(self, token, meeting_topic, start_time, end_time, location, attendees):
+             attendees: list) -> str:
         datetime.datetime.strptime(start_time, TIME_FORMAT)
         datetime.datetime.strptime(end_time, TIME_FORMAT)
         if meeting_topic.strip() == "":
@@ -87,12 +73,12 @@ class AddMeeting(_MeetingApi):
         return "success"
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class DeleteMeeting(_MeetingApi):
+    @enveloped
     def call(self, token: str, meeting_topic: str, start_time: str, end_time: str, location: str,
              attendees: list) -> dict:
-        inputs = _meeting_inputs(token, meeting_topic, start_time, end_time, location, attendees)
-        return self.respond(inputs, lambda: self._delete(token, meeting_topic, start_time, end_time))
+        return self._delete(token, meeting_topic, start_time, end_time)
 
     def _delete(self, token, meeting_topic, start_time, end_time):
         self._validate_lookup(meeting_topic, start_time, end_time)
@@ -111,12 +97,12 @@ class DeleteMeeting(_MeetingApi):
         return same_result(response, groundtruth)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class ModifyMeeting(_MeetingApi):
+    @enveloped
     def call(self, token: str, meeting_topic: str, start_time: str, end_time: str, location: str,
              attendees: list) -> dict:
-        inputs = _meeting_inputs(token, meeting_topic, start_time, end_time, location, attendees)
-        return self.respond(inputs, lambda: self._modify(token, meeting_topic, start_time, end_time))
+        return self._modify(token, meeting_topic, start_time, end_time)
 
     def _modify(self, token, meeting_topic, start_time, end_time):
         self._validate_lookup(meeting_topic, start_time, end_time)
@@ -134,12 +120,12 @@ class ModifyMeeting(_MeetingApi):
         return "success"
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class QueryMeeting(_MeetingApi):
+    @enveloped
     def call(self, token: str, meeting_topic: str, start_time: str, end_time: str, location: str,
              attendees: list) -> dict:
-        inputs = _meeting_inputs(token, meeting_topic, start_time, end_time, location, attendees)
-        return self.respond(inputs, lambda: self._query(token, meeting_topic, start_time, end_time))
+        return self._query(token, meeting_topic, start_time, end_time)
 
     def _query(self, token, meeting_topic, start_time, end_time):
         self._validate_lookup(meeting_topic, start_time, end_time)

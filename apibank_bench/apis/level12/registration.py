@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from apibank_bench.apis.base import LEVEL12, DatabaseApi, canonical_time
+from apibank_bench.apis.base import LEVEL12, DatabaseApi, canonical_time, enveloped
 
 DATE_FORMAT = "%Y-%m-%d"
 
@@ -21,13 +21,10 @@ def _valid_date(text) -> str:
     return date
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class AppointmentRegistration(DatabaseApi):
-    def call(self, patient_name: str, date: str, doctor_name: str) -> dict:
-        inputs = {"patient_name": patient_name, "date": date, "doctor_name": doctor_name}
-        return self.respond(inputs, lambda: self._register(patient_name, date, doctor_name))
-
-    def _register(self, patient_name, date, doctor_name):
+    @enveloped
+    def call(self, patient_name: str, date: str, doctor_name: str) -> str:
         patient_name = patient_name.strip()
         doctor_name = doctor_name.strip()
         if patient_name == "" or doctor_name == "":
@@ -60,12 +57,10 @@ class AppointmentRegistration(DatabaseApi):
         return response["exception"] == groundtruth["exception"]
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class CancelRegistration(DatabaseApi):
-    def call(self, appointment_id: str) -> dict:
-        return self.respond({"appointment_id": appointment_id}, lambda: self._cancel(appointment_id))
-
-    def _cancel(self, appointment_id):
+    @enveloped
+    def call(self, appointment_id: str) -> str:
         appointment_id = appointment_id.strip()
         if appointment_id not in self.database:
             raise Exception("The appointment ID is incorrect.")
@@ -80,15 +75,12 @@ class CancelRegistration(DatabaseApi):
         )
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class ModifyRegistration(DatabaseApi):
-    def call(self, appointment_id: str, new_appointment_date: str = None, new_appointment_doctor: str = None) -> dict:
-        inputs = {
-            "appointment_id": appointment_id,
-            "new_appointment_date": new_appointment_date,
-            "new_appointment_doctor": new_appointment_doctor,
-        }
-        return self.respond(inputs, lambda: self._modify(appointment_id, new_appointment_date, new_appointment_doctor))
+    @enveloped
+    def call(self, appointment_id: str, new_appointment_date: str | None = None,
+             new_appointment_doctor: str | None = None) -> dict:
+        return self._modify(appointment_id, new_appointment_date, new_appointment_doctor)
 
     def _modify(self, appointment_id, new_date, new_doctor):
         appointment_id = appointment_id.strip()
@@ -143,12 +135,10 @@ class ModifyRegistration(DatabaseApi):
         )
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class QueryRegistration(DatabaseApi):
+    @enveloped
     def call(self, patient_name: str, date: str) -> dict:
-        return self.respond({"patient_name": patient_name, "date": date}, lambda: self._query(patient_name, date))
-
-    def _query(self, patient_name, date):
         patient_name = patient_name.strip()
         date = _valid_date(date)
         appointments = {

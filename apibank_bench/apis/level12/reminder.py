@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from apibank_bench.apis.base import LEVEL12, Api, same_result, words_overlap
+from apibank_bench.apis.base import LEVEL12, Api, enveloped, same_time_or_result, words_overlap
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -45,13 +45,10 @@ def _same_reminder(response, groundtruth) -> bool:
 
 
 # Each class defines its own `call`: a missing-argument TypeError names it.
-@LEVEL12.register
+@LEVEL12.register_api
 class AddReminder(Api):
+    @enveloped
     def call(self, token, content, time):
-        inputs = {"token": token, "content": content, "time": time}
-        return self.respond(inputs, lambda: self.run(token, content, time))
-
-    def run(self, token, content, time):
         _check(time, content)
         # Quirk: unlike agenda/alarm, the new key is str(max numeric key + 1), "0" if empty.
         key = str(max(int(k) for k in self.database) + 1) if self.database else "0"
@@ -64,31 +61,22 @@ class AddReminder(Api):
         return _same_reminder(response, groundtruth)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class DeleteReminder(Api):
+    @enveloped
     def call(self, token, content, time):
-        inputs = {"token": token, "content": content, "time": time}
-        return self.respond(inputs, lambda: self.run(token, content, time))
-
-    def run(self, token, content, time):
         key = _locate(self, token, content, time)
         del self.database[key]
         return "success"
 
     def check_api_call_correctness(self, response, groundtruth):
-        if groundtruth["output"] == "success" and response["output"] == "success":
-            # Quirk: two successes only need the same time.
-            return response["input"]["time"] == groundtruth["input"]["time"]
-        return same_result(response, groundtruth)  # quirk: inputs ignored
+        return same_time_or_result(response, groundtruth)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class ModifyReminder(Api):
+    @enveloped
     def call(self, token, content, time):
-        inputs = {"token": token, "content": content, "time": time}
-        return self.respond(inputs, lambda: self.run(token, content, time))
-
-    def run(self, token, content, time):
         key = _locate(self, token, content, time)
         # Updated in place (a dict returned earlier by a query sees the change).
         self.database[key]["content"] = content
@@ -100,13 +88,10 @@ class ModifyReminder(Api):
         return _same_reminder(response, groundtruth)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class QueryReminder(Api):
+    @enveloped
     def call(self, token, content, time):
-        inputs = {"token": token, "content": content, "time": time}
-        return self.respond(inputs, lambda: self.run(token, content, time))
-
-    def run(self, token, content, time):
         key = _locate(self, token, content, time)
         return self.database[key]  # the stored item itself, as upstream returns it
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from itertools import chain
 
 from apibank_bench.core.frozen import FrozenDict, FrozenList, thaw
-from apibank_bench.apis.base import LEVEL12, DatabaseApi
+from apibank_bench.apis.base import LEVEL12, DatabaseApi, enveloped
 
 
 def _scene_name(name) -> str:
@@ -49,7 +49,7 @@ def _same_scene(response, groundtruth) -> bool:
     return response_name == groundtruth_name and response_devices == groundtruth_devices
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class AddScene(DatabaseApi):
     def call(self, name: str, devices: list) -> dict:
         devices = _mutable(devices)
@@ -72,12 +72,10 @@ class AddScene(DatabaseApi):
         return response["exception"] == groundtruth["exception"]
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class DeleteScene(DatabaseApi):
-    def call(self, name: str) -> dict:
-        return self.respond({"name": name}, lambda: self._delete(name))
-
-    def _delete(self, name):
+    @enveloped
+    def call(self, name: str) -> str:
         name = _scene_name(name)
         if name not in self.database:
             raise Exception("The scene does not exist.")
@@ -93,7 +91,7 @@ class DeleteScene(DatabaseApi):
         )
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class ModifyScene(DatabaseApi):
     def call(self, name: str, devices: list) -> dict:
         devices = _mutable(devices)
@@ -115,12 +113,10 @@ class ModifyScene(DatabaseApi):
         )
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class QueryScene(DatabaseApi):
+    @enveloped
     def call(self, name: str) -> dict:
-        return self.respond({"name": name}, lambda: self._query(name))
-
-    def _query(self, name):
         name = _scene_name(name)
         if name not in self.database:
             raise Exception("Scene not found.")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from apibank_bench.apis.base import LEVEL12, DatabaseApi, canonical_time
+from apibank_bench.apis.base import LEVEL12, DatabaseApi, canonical_time, enveloped
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -35,12 +35,10 @@ def _same_switch(response, groundtruth, with_on: bool) -> bool:
     )
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class TimedSwitch(DatabaseApi):
-    def call(self, name: str, time: str, on: bool) -> dict:
-        return self.respond({"name": name, "time": time, "on": on}, lambda: self._set(name, time, on))
-
-    def _set(self, name, time, on):
+    @enveloped
+    def call(self, name: str, time: str, on: bool) -> str:
         name, time = _device_and_time(name, time, "Name cannot be empty.")
         switches = self.database.setdefault(name, [])
         for switch in switches:
@@ -54,12 +52,10 @@ class TimedSwitch(DatabaseApi):
         return _same_switch(response, groundtruth, with_on=True)
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class CancelTimedSwitch(DatabaseApi):
-    def call(self, name: str, time: str) -> dict:
-        return self.respond({"name": name, "time": time}, lambda: self._cancel(name, time))
-
-    def _cancel(self, name, time):
+    @enveloped
+    def call(self, name: str, time: str) -> str:
         name, time = _device_and_time(name, time, "name cannot be empty.")
         if name not in self.database:
             raise Exception("device name does not exist.")

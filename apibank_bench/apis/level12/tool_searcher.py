@@ -7,11 +7,13 @@ from apibank_bench.core.frozen import thaw
 from apibank_bench.data.specs import LEVEL12
 from apibank_bench.apis.search.catalog import public_entry, spec_catalog
 from apibank_bench.apis.base import LEVEL12 as REGISTRY
-from apibank_bench.apis.base import Api, same_result
+from apibank_bench.apis.base import Api, enveloped, same_result
 
 
-@REGISTRY.register
+@REGISTRY.register_api
 class ToolSearcher(Api):
+    raised = (ModelUnavailable,)  # our installation's failure, not an outcome of the API
+
     def __init__(self):  # upstream takes no arguments
         super().__init__()
         # The catalog and its embeddings are built once per process and shared.
@@ -20,17 +22,8 @@ class ToolSearcher(Api):
         # and returns it that way in front of every token-taking match.
         self.get_user_token_api = self.catalog.entries[self.catalog.index("GetUserToken")]
 
+    @enveloped
     def call(self, keywords):
-        inputs = {"keywords": keywords}
-        try:
-            output = self.best_match_api(keywords)
-        except ModelUnavailable:
-            raise  # our installation's failure, not an outcome of the API
-        except Exception as exc:
-            return self.envelope(inputs, None, str(exc))
-        return self.envelope(inputs, output, None)
-
-    def best_match_api(self, keywords):
         index = self.catalog.best(keywords)
         if index is None:
             # Quirk: with no similarity above 0 upstream calls `.pop` on None.

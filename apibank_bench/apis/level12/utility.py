@@ -6,14 +6,14 @@ from __future__ import annotations
 import re
 
 from apibank_bench.apis.arithmetic import calculate  # upstream's Level-1/2 and Level-3 calculators are the same
-from apibank_bench.apis.base import LEVEL12, Api
+from apibank_bench.apis.base import LEVEL12, Api, enveloped
 
 # Upstream's receiver pattern: one optional '.' or '_' inside the local part (at
 # least two characters), a word domain and a 2-3 character word suffix.
 _EMAIL = re.compile(r"^[a-z0-9]+[._]?[a-z0-9]+@\w+\.\w{2,3}$")
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class Calculator(Api):
     """See `apis.arithmetic`: upstream's list-rewriting evaluator, never eval.
 
@@ -25,15 +25,16 @@ class Calculator(Api):
     def __init__(self) -> None:
         super().__init__()
 
+    @enveloped
     def call(self, formula):
-        return self.respond({"formula": formula}, lambda: calculate(formula))
+        return calculate(formula)
 
     def check_api_call_correctness(self, response, groundtruth) -> bool:
         same_formula = response["input"]["formula"].replace(" ", "") == groundtruth["input"]["formula"].replace(" ", "")
         return same_formula and response["output"] == groundtruth["output"] and response["exception"] == groundtruth["exception"]
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class GetToday(Api):
     TODAY = "2023-03-31"  # upstream's clock is frozen at this date
 
@@ -49,15 +50,13 @@ class GetToday(Api):
         return response["output"] is not None and response["exception"] is None and response["input"] is None
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class PlayMusic(Api):
     def __init__(self, init_database=None) -> None:
         super().__init__(init_database)
 
+    @enveloped
     def call(self, music_name):
-        return self.respond({"music_name": music_name}, lambda: self.play(music_name))
-
-    def play(self, music_name):
         music_name = music_name.lower().strip()
         if music_name == "":
             raise Exception("The music name cannot be empty.")
@@ -67,16 +66,13 @@ class PlayMusic(Api):
         return response["output"] == groundtruth["output"]  # quirk: only the output counts
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class SendEmail(Api):
     def __init__(self, init_database=None) -> None:
         super().__init__(init_database)
 
+    @enveloped
     def call(self, receiver, subject, content):
-        inputs = {"receiver": receiver, "subject": subject, "content": content}
-        return self.respond(inputs, lambda: self.send(receiver, subject, content))
-
-    def send(self, receiver, subject, content):
         receiver, subject, content = receiver.strip(), subject.strip(), content.strip()
         if not _EMAIL.match(receiver):
             raise Exception("Email address of the receiver is invalid.")
@@ -101,7 +97,7 @@ class SendEmail(Api):
         )
 
 
-@LEVEL12.register
+@LEVEL12.register_api
 class Translate(Api):
     """Offline: upstream sends every text to an online translation service, so no
     translation can be reproduced here; every well-formed call reports that the
@@ -110,9 +106,10 @@ class Translate(Api):
     def __init__(self, init_database=None) -> None:
         super().__init__(init_database)
 
+    @enveloped
     def call(self, src, **kwargs):
         # src_lang / tgt_lang are optional and appear in the input only when given.
-        return self.respond({"src": src, **kwargs}, lambda: self.translate(src, **kwargs))
+        return self.translate(src, **kwargs)
 
     def translate(self, src, **kwargs):
         # Upstream lower-cases the language names before anything else (a non-string

@@ -16,6 +16,10 @@ class InlineApi(Api):
     def __init__(self) -> None:
         super().__init__()
 
+    def check_api_call_correctness(self, response, groundtruth) -> bool:
+        """Upstream's check of most Level-3 APIs (`exact_check`); an API with another overrides it."""
+        return exact_check(response, groundtruth)
+
 
 def assert_same_api(response: dict, groundtruth: dict) -> None:
     assert response["api_name"] == groundtruth["api_name"], "The API name is not correct."

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from apibank_bench.apis.base import LEVEL3
-from apibank_bench.apis.level3._common import InlineApi, assert_same_api, exact_check, fields_equal
+from apibank_bench.apis.base import LEVEL3, enveloped
+from apibank_bench.apis.level3._common import InlineApi, assert_same_api, fields_equal
 
 
 def _accounts() -> list:
@@ -24,35 +24,28 @@ def _account(accounts: list, username, password) -> dict:
     raise Exception("User not found.")
 
 
-@LEVEL3.register
+@LEVEL3.register_api
 class AccountInfo(InlineApi):
     def __init__(self) -> None:
         super().__init__()
         self.database = _accounts()
 
+    @enveloped
     def call(self, username: str, password: str) -> dict:
-        inputs = {"username": username, "password": password}
         # The output is the stored details dict itself (not a copy), as upstream.
-        return self.respond(inputs, lambda: _account(self.database, username, password))
-
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return exact_check(response, groundtruth)
+        return _account(self.database, username, password)
 
 
-@LEVEL3.register
+@LEVEL3.register_api
 class PersonalInfoUpdate(InlineApi):
     def __init__(self) -> None:
         super().__init__()
         self.database = _accounts()
 
+    @enveloped
     def call(self, username: str, password: str, address: dict) -> dict:
-        inputs = {"username": username, "password": password, "address": address}
-
-        def update() -> dict:
-            _account(self.database, username, password)["address"] = address
-            return {"status": "success"}
-
-        return self.respond(inputs, update)
+        _account(self.database, username, password)["address"] = address
+        return {"status": "success"}
 
     def check_api_call_correctness(self, response, groundtruth) -> bool:
         # Quirk: the exception field is not compared.

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from apibank_bench.apis.base import LEVEL3
-from apibank_bench.apis.level3._common import InlineApi, assert_same_api, exact_check
+from apibank_bench.apis.base import LEVEL3, enveloped
+from apibank_bench.apis.level3._common import InlineApi, assert_same_api
 
 
-@LEVEL3.register
+@LEVEL3.register_api
 class GetOccupationSalary(InlineApi):
     def __init__(self) -> None:
         super().__init__()
@@ -18,19 +18,14 @@ class GetOccupationSalary(InlineApi):
             "Doctor": 200000,
         }
 
+    @enveloped
     def call(self, occupation: str) -> dict:
-        def salary() -> dict:
-            if occupation not in self.salary_info:
-                raise Exception("The occupation is not in the database.")
-            return {"salary": self.salary_info[occupation]}
-
-        return self.respond({"occupation": occupation}, salary)
-
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return exact_check(response, groundtruth)
+        if occupation not in self.salary_info:
+            raise Exception("The occupation is not in the database.")
+        return {"salary": self.salary_info[occupation]}
 
 
-@LEVEL3.register
+@LEVEL3.register_api
 class TaxCalculator(InlineApi):
     def __init__(self, tax_rates=None) -> None:
         super().__init__()
@@ -41,14 +36,12 @@ class TaxCalculator(InlineApi):
             0: 0.0, 1000: 0.1, 3000: 0.2, 5000: 0.3, float("inf"): 0.4,
         }
 
+    @enveloped
     def call(self, salary):
-        def after_tax() -> dict:
-            # Quirk: a salary below every bracket (negative, NaN) makes next() raise a
-            # bare StopIteration, so the exception text is "".
-            rate = next(rate for bound, rate in sorted(self.tax_rates.items(), reverse=True) if salary >= bound)
-            return {"salary_after_tax": salary - salary * rate}
-
-        return self.respond({"salary": salary}, after_tax)
+        # Quirk: a salary below every bracket (negative, NaN) makes next() raise a
+        # bare StopIteration, so the exception text is "".
+        rate = next(rate for bound, rate in sorted(self.tax_rates.items(), reverse=True) if salary >= bound)
+        return {"salary_after_tax": salary - salary * rate}
 
     def check_api_call_correctness(self, response, groundtruth) -> bool:
         # Quirk: an error response (output None) makes the check itself raise TypeError.

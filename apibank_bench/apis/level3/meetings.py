@@ -4,33 +4,29 @@ from __future__ import annotations
 
 import datetime
 
-from apibank_bench.apis.base import LEVEL3
-from apibank_bench.apis.level3._common import InlineApi, assert_same_api, exact_check, fields_equal
+from apibank_bench.apis.base import LEVEL3, enveloped
+from apibank_bench.apis.level3._common import InlineApi, assert_same_api, fields_equal
 
 _TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
-@LEVEL3.register
+@LEVEL3.register_api
 class AddMeeting(InlineApi):
     def __init__(self) -> None:
         super().__init__()
         self.database: list = []
 
+    @enveloped
     def call(self, meeting_topic: str, start_time: str, end_time: str, location: str,
-             attendees: list) -> dict:
-        inputs = {"meeting_topic": meeting_topic, "start_time": start_time, "end_time": end_time,
-                  "location": location, "attendees": attendees}
-
-        def add() -> str:
-            # Both times must parse (strptime's error text is the exception) before the topic is checked.
-            datetime.datetime.strptime(start_time, _TIME_FORMAT)
-            datetime.datetime.strptime(end_time, _TIME_FORMAT)
-            if meeting_topic.strip() == "":
-                raise Exception("Meeting Topic should not be null")
-            self.database.append(dict(inputs))
-            return "success"
-
-        return self.respond(inputs, add)
+             attendees: list) -> str:
+        # Both times must parse (strptime's error text is the exception) before the topic is checked.
+        datetime.datetime.strptime(start_time, _TIME_FORMAT)
+        datetime.datetime.strptime(end_time, _TIME_FORMAT)
+        if meeting_topic.strip() == "":
+            raise Exception("Meeting Topic should not be null")
+        self.database.append({"meeting_topic": meeting_topic, "start_time": start_time, "end_time": end_time,
+                              "location": location, "attendees": attendees})  # a copy of the input
+        return "success"
 
     def check_api_call_correctness(self, response, groundtruth) -> bool:
         # Quirks: no API-name assertion; the topic is matched by word overlap and then
@@ -69,31 +65,25 @@ def _calendars() -> dict:
             "Tom": pair(), "Jerry": pair()}
 
 
-@LEVEL3.register
+@LEVEL3.register_api
 class QueryMeeting(InlineApi):
     def __init__(self) -> None:
         super().__init__()
         self.database = _calendars()
 
+    @enveloped
     def call(self, user_name):
-        return self.respond({"user_name": user_name}, lambda: {"meetings": self.database[user_name]})
-
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return exact_check(response, groundtruth)
+        return {"meetings": self.database[user_name]}
 
 
-@LEVEL3.register
+@LEVEL3.register_api
 class EmailReminder(InlineApi):
-    def call(self, content: str, time: str, location: str, recipient: str) -> dict:
-        inputs = {"content": content, "time": time, "location": location, "recipient": recipient}
-
-        def send() -> str:
-            datetime.datetime.strptime(time, _TIME_FORMAT)
-            if content.strip() == "":
-                raise Exception("Content should not be empty")
-            return "success"  # nothing is actually sent
-
-        return self.respond(inputs, send)
+    @enveloped
+    def call(self, content: str, time: str, location: str, recipient: str) -> str:
+        datetime.datetime.strptime(time, _TIME_FORMAT)
+        if content.strip() == "":
+            raise Exception("Content should not be empty")
+        return "success"  # nothing is actually sent
 
     def check_api_call_correctness(self, response, groundtruth) -> bool:
         # Quirk: the content is ignored: popped from both inputs (mutating them).

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from apibank_bench.apis.base import LEVEL3
-from apibank_bench.apis.level3._common import InlineApi, exact_check
+from apibank_bench.apis.base import LEVEL3, enveloped
+from apibank_bench.apis.level3._common import InlineApi
 
 _MATRIX_FIRST = ("The Matrix", "The Lord of the Rings", "The Dark Knight")
 _RINGS_FIRST = ("The Lord of the Rings", "The Dark Knight", "The Matrix")
 
 
-@LEVEL3.register
+@LEVEL3.register_api
 class UserWatchedMovies(InlineApi):
     def __init__(self) -> None:
         super().__init__()
@@ -21,20 +21,15 @@ class UserWatchedMovies(InlineApi):
             "Jerry": list(_MATRIX_FIRST),
         }
 
-    def call(self, user_name: str) -> dict:
-        def watched() -> list:
-            if user_name not in self.database:
-                raise Exception("User not found.")
-            return self.database[user_name]
-
+    @enveloped
+    def call(self, user_name: str) -> list:
         # The output is the bare list, not a dict.
-        return self.respond({"user_name": user_name}, watched)
+        if user_name not in self.database:
+            raise Exception("User not found.")
+        return self.database[user_name]
 
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return exact_check(response, groundtruth)
 
-
-@LEVEL3.register
+@LEVEL3.register_api
 class UserMoviePreferences(InlineApi):
     def __init__(self) -> None:
         super().__init__()
@@ -46,16 +41,13 @@ class UserMoviePreferences(InlineApi):
             "Jerry": ["Comedy", "Drama", "Romance"],
         }
 
+    @enveloped
     def call(self, user_name: str) -> dict:
         # Unlike UserWatchedMovies, an unknown user fails with the KeyError's text.
-        return self.respond({"user_name": user_name},
-                            lambda: {"preferences": self.database[user_name]})
-
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return exact_check(response, groundtruth)
+        return {"preferences": self.database[user_name]}
 
 
-@LEVEL3.register
+@LEVEL3.register_api
 class MovieRecommendations(InlineApi):
     def __init__(self) -> None:
         super().__init__()
@@ -67,16 +59,11 @@ class MovieRecommendations(InlineApi):
             "Thriller": ["Inception", "Parasite", "Get Out"],
         }
 
+    @enveloped
     def call(self, preferences: list) -> dict:
-        def recommend() -> dict:
-            # Quirk: watched movies are not filtered out despite the description, and
-            # a string is iterated character by character (so "Action" fails on 'A').
-            movies: list = []
-            for genre in preferences:
-                movies.extend(self.database[genre])
-            return {"recommended_movies": movies}
-
-        return self.respond({"preferences": preferences}, recommend)
-
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return exact_check(response, groundtruth)
+        # Quirk: watched movies are not filtered out despite the description, and
+        # a string is iterated character by character (so "Action" fails on 'A').
+        movies: list = []
+        for genre in preferences:
+            movies.extend(self.database[genre])
+        return {"recommended_movies": movies}

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from apibank_bench.apis.base import LEVEL3
-from apibank_bench.apis.level3._common import InlineApi, exact_check
+from apibank_bench.apis.base import LEVEL3, enveloped
+from apibank_bench.apis.level3._common import InlineApi
 
 
-@LEVEL3.register
+@LEVEL3.register_api
 class OrganizationMembers(InlineApi):
     def __init__(self) -> None:
         super().__init__()
@@ -18,16 +18,13 @@ class OrganizationMembers(InlineApi):
             "JD": ["Mike", "Jane"],
         }
 
+    @enveloped
     def call(self, organization: str) -> dict:
         # An unknown organization fails with the KeyError's text, e.g. "'Google'".
-        return self.respond({"organization": organization},
-                            lambda: {"members": self.database[organization]})
-
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return exact_check(response, groundtruth)
+        return {"members": self.database[organization]}
 
 
-@LEVEL3.register
+@LEVEL3.register_api
 class TravelStatus(InlineApi):
     def __init__(self) -> None:
         super().__init__()
@@ -45,9 +42,7 @@ class TravelStatus(InlineApi):
             "Jane": "Working from office",
         }
 
-    def call(self, member_name: str) -> dict:
+    @enveloped
+    def call(self, member_name: str) -> str:
         # The output is the bare status string, not a dict.
-        return self.respond({"member_name": member_name}, lambda: self.database[member_name])
-
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return exact_check(response, groundtruth)
+        return self.database[member_name]

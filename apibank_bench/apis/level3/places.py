@@ -3,8 +3,10 @@ NearbyRestaurants, ClothingRecommendation)."""
 
 from __future__ import annotations
 
-from apibank_bench.apis.base import LEVEL3
-from apibank_bench.apis.level3._common import InlineApi, assert_same_api, exact_check, fields_equal
+from typing import Any
+
+from apibank_bench.apis.base import LEVEL3, enveloped
+from apibank_bench.apis.level3._common import InlineApi, assert_same_api, fields_equal
 
 # The five known places and their coordinates (longitudes without a sign, as upstream).
 _NEW_YORK = (40.7128, 74.0060)
@@ -14,7 +16,7 @@ _PARIS = (48.8566, 2.3522)
 _TOKYO = (35.6762, 139.6503)
 
 
-@LEVEL3.register
+@LEVEL3.register_api
 class Geocoding(InlineApi):
     def __init__(self) -> None:
         super().__init__()
@@ -26,19 +28,14 @@ class Geocoding(InlineApi):
             "Tokyo": _TOKYO,
         }
 
+    @enveloped
     def call(self, address: str) -> dict:
-        def locate() -> dict:
-            # Exact key lookup: an unknown address fails with the KeyError's text.
-            latitude, longitude = self.address_to_coordinates[address]
-            return {"latitude": latitude, "longitude": longitude}
-
-        return self.respond({"address": address}, locate)
-
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return exact_check(response, groundtruth)
+        # Exact key lookup: an unknown address fails with the KeyError's text.
+        latitude, longitude = self.address_to_coordinates[address]
+        return {"latitude": latitude, "longitude": longitude}
 
 
-@LEVEL3.register
+@LEVEL3.register_api
 class GetWeatherForCoordinates(InlineApi):
     def __init__(self) -> None:
         super().__init__()
@@ -50,21 +47,22 @@ class GetWeatherForCoordinates(InlineApi):
             (_TOKYO, {"temperature": 25, "humidity": 0.6, "description": "Rainy"}),
         ]
 
+    # Quirk: upstream only catches network errors, so for unknown coordinates the
+    # lookup's None is subscripted and the TypeError escapes `call` (no envelope).
+    raised = (Exception,)
+
+    @enveloped
     def call(self, latitude: float, longitude: float) -> dict:
-        inputs = {"latitude": latitude, "longitude": longitude}
-        weather = next((w for place, w in self.coordinates_to_weather if place == (latitude, longitude)), None)
-        # Quirk: upstream only catches network errors, so for unknown coordinates the
-        # lookup's None is subscripted and the TypeError escapes `call` (no envelope).
-        output = {"temperature": weather["temperature"], "humidity": weather["humidity"],
-                  "description": weather["description"]}
-        return self.envelope(inputs, output, None)
+        weather: Any = next((w for place, w in self.coordinates_to_weather if place == (latitude, longitude)), None)
+        return {"temperature": weather["temperature"], "humidity": weather["humidity"],
+                "description": weather["description"]}
 
     def check_api_call_correctness(self, response, groundtruth) -> bool:
         # Quirk: no API-name assertion here.
         return fields_equal(response, groundtruth, "output", "exception", "input")
 
 
-@LEVEL3.register
+@LEVEL3.register_api
 class NearbyRestaurants(InlineApi):
     def __init__(self) -> None:
         super().__init__()
@@ -75,11 +73,11 @@ class NearbyRestaurants(InlineApi):
             {"coordinates": _SAN_FRANCISCO, "name": "Restaurant D"},
         ]
 
+    @enveloped
     def call(self, latitude: float, longitude: float, distance: int) -> dict:
         # Quirk: the location and distance are ignored; every restaurant is returned
         # (the stored list itself, coordinates as tuples).
-        inputs = {"latitude": latitude, "longitude": longitude, "distance": distance}
-        return self.respond(inputs, lambda: {"restaurants": self.restaurants})
+        return {"restaurants": self.restaurants}
 
     def check_api_call_correctness(self, response, groundtruth) -> bool:
         # Quirk: only the inputs are compared.
@@ -87,29 +85,22 @@ class NearbyRestaurants(InlineApi):
         return fields_equal(response, groundtruth, "input")
 
 
-@LEVEL3.register
+@LEVEL3.register_api
 class ClothingRecommendation(InlineApi):
+    @enveloped
     def call(self, temperature: float, humidity: float, weather_conditions: str) -> dict:
-        inputs = {"temperature": temperature, "humidity": humidity, "weather_conditions": weather_conditions}
-
-        def recommend() -> dict:
-            # Comparisons written as upstream's so that odd types fail with the same TypeError.
-            options: list = []
-            if temperature < 10:
-                options += ["Warm coat", "Hat", "Gloves"]
-            if temperature >= 10 and temperature < 20:
-                options += ["Light jacket", "Long-sleeved shirt"]
-            if temperature >= 20 and temperature < 30:
-                options += ["T-shirt", "Shorts"]
-            if temperature >= 30:
-                options += ["Sun hat", "Sunglasses", "Loose-fitting clothes"]
-            if humidity > 70:  # Quirk: percent scale, while the weather API reports 0-1
-                options += ["Umbrella", "Waterproof shoes"]
-            if "rain" in weather_conditions.lower():
-                options.append("Raincoat")
-            return {"clothing_options": options}
-
-        return self.respond(inputs, recommend)
-
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return exact_check(response, groundtruth)
+        # Comparisons written as upstream's so that odd types fail with the same TypeError.
+        options: list = []
+        if temperature < 10:
+            options += ["Warm coat", "Hat", "Gloves"]
+        if temperature >= 10 and temperature < 20:
+            options += ["Light jacket", "Long-sleeved shirt"]
+        if temperature >= 20 and temperature < 30:
+            options += ["T-shirt", "Shorts"]
+        if temperature >= 30:
+            options += ["Sun hat", "Sunglasses", "Loose-fitting clothes"]
+        if humidity > 70:  # Quirk: percent scale, while the weather API reports 0-1
+            options += ["Umbrella", "Waterproof shoes"]
+        if "rain" in weather_conditions.lower():
+            options.append("Raincoat")
+        return {"clothing_options": options}

@@ -10,7 +10,7 @@ from apibank_bench.apis.base import LEVEL3, Api
 from apibank_bench.apis.level12.tool_searcher import ToolSearcher as _SearcherOfLevels12
 
 
-@LEVEL3.register
+@LEVEL3.register_api
 class ToolSearcher(_SearcherOfLevels12):
     """The Levels 1-2 searcher over another catalog (upstream's two classes differ only so)."""
 

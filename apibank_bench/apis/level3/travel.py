@@ -8,9 +8,10 @@ state changes with each search (see each class).
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
-from apibank_bench.apis.base import LEVEL3
-from apibank_bench.apis.level3._common import InlineApi, assert_same_api, exact_check
+from apibank_bench.apis.base import LEVEL3, enveloped
+from apibank_bench.apis.level3._common import InlineApi, assert_same_api
 
 _DAY = "%Y-%m-%d"
 _FLIGHT_TIME = "%Y-%m-%d %H:%M:%S"
@@ -25,11 +26,11 @@ _ROUTES = (
 )
 
 
-@LEVEL3.register
+@LEVEL3.register_api
 class FlightSearch(InlineApi):
     def __init__(self) -> None:
         super().__init__()
-        self.flight_data = [
+        self.flight_data: list[dict[str, Any]] = [
             {
                 "source": source,
                 "destination": destination,
@@ -39,9 +40,9 @@ class FlightSearch(InlineApi):
             for source, destination, day in _ROUTES
         ]
 
+    @enveloped
     def call(self, source, destination, travel_dates):
-        inputs = {"source": source, "destination": destination, "travel_dates": travel_dates}
-        return self.respond(inputs, lambda: {"flights": self._search(source, destination, travel_dates)})
+        return {"flights": self._search(source, destination, travel_dates)}
 
     def _search(self, source, destination, travel_dates) -> list:
         day = datetime.datetime.strptime(travel_dates, _DAY).date()
@@ -56,16 +57,13 @@ class FlightSearch(InlineApi):
                 flights.append(flight)
         return flights
 
-    def check_api_call_correctness(self, response, groundtruth) -> bool:
-        return exact_check(response, groundtruth)
 
-
-@LEVEL3.register
+@LEVEL3.register_api
 class HotelAvailability(InlineApi):
     def __init__(self) -> None:
         super().__init__()
         # hotel_n: San Francisco, one night from January n to n+1, 2022.
-        self.hotel_database = {
+        self.hotel_database: dict[str, dict[str, Any]] = {
             f"hotel_{n}": {
                 "destination": "San Francisco",
                 "check_in_date": datetime.datetime(2022, 1, n),
@@ -74,9 +72,9 @@ class HotelAvailability(InlineApi):
             for n in range(1, 6)
         }
 
+    @enveloped
     def call(self, destination: str, check_in_date: str, check_out_date: str) -> dict:
-        inputs = {"destination": destination, "check_in_date": check_in_date, "check_out_date": check_out_date}
-        return self.respond(inputs, lambda: {"hotels": self._search(destination, check_in_date, check_out_date)})
+        return {"hotels": self._search(destination, check_in_date, check_out_date)}
 
     def _search(self, destination, check_in_date, check_out_date) -> list:
         datetime.datetime.strptime(check_in_date, _DAY)

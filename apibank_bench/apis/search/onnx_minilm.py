@@ -45,7 +45,7 @@ def _package_file(distribution: str, filename: str) -> Path:
         ) from exc
     for path in dist.files or ():
         if path.name == filename:
-            return Path(dist.locate_file(path))
+            return Path(str(dist.locate_file(path)))
     raise ModelUnavailable(f"{distribution!r} does not contain {filename}; reinstall it ({INSTALL_HINT})")
 
 

@@ -1,0 +1,69 @@
+"""`apibank-bench run`'s side of its pytest session (registered by the command, never by plain pytest)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+class RunOutput:
+    """`run`'s side of the pytest session: a wrong answer is a result, so pytest prints nothing per
+    instance (the progress line says how the run goes), and the closing table comes last.
+
+    Also catches the run as it ends (its summary, the gate's verdict), and whether the suite stopped itself.
+    """
+
+    run: Any = None  #: the session's run (runs.benchmark_run.BenchmarkRun), once it has ended
+    stopped: str | None = None
+
+    @property
+    def summary(self) -> dict | None:
+        return self.run.summary if self.run is not None else None
+
+    @property
+    def regression(self) -> bool:
+        verdict = self.run.verdict if self.run is not None else None
+        return bool(verdict and verdict.worse)
+
+    def pytest_apibank_owns_screen(self, config: Any) -> bool:
+        return True
+
+    def pytest_sessionstart(self, session: Any) -> None:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and self.quiet(session.config):
+            reporter.showfspath = False  # not even the test file's name: the progress line has the line
+
+    @staticmethod
+    def quiet(config: Any) -> bool:
+        """Whether pytest prints nothing per instance (not with `run -v`, which asks for a line each)."""
+        return config.option.verbose <= 0
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: Any, config: Any) -> tuple[str, str, str] | None:
+        """An instance's outcome in the run's words (correct, wrong, errored, not run), no character per test
+        and no FAILURES section: the closing table counts them."""
+        if not self.quiet(config):  # `run` collects the benchmark alone: every test is an instance
+            return None
+        if report.when == "call" and not report.skipped:
+            return ("correct" if report.passed else "wrong"), "", ""
+        if report.skipped:
+            return "not run", "", ""
+        if report.failed:  # an error row (its setup failed), or a crashed worker
+            return "errored", "", ""
+        return "", "", ""
+
+    def pytest_sessionfinish(self, session: Any) -> None:
+        reason = session.shouldstop
+        self.stopped = reason if isinstance(reason, str) and reason.startswith("apibank:") else None
+
+    def pytest_apibank_run_finished(self, run: Any, session: Any) -> None:
+        self.run = run
+
+    def pytest_unconfigure(self, config: Any) -> None:
+        if self.summary:
+            from apibank_bench.runs.closing import closing_lines
+
+            lines = closing_lines(self.run.cfg, self.summary, self.run.error_reasons,
+                                  config.get_terminal_writer().fullwidth)
+            print("\n".join(lines), flush=True)

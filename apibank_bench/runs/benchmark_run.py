@@ -1,0 +1,311 @@
+"""One benchmark run's state, headless: its settings, selection, folder, written rows, tallies, model
+client, instance pool, summary and the gate's verdict.
+
+A script runs the benchmark without pytest:
+
+    run = BenchmarkRun(cfg)
+    run.open_folder()        # one run per folder (runs.folder): refused before anything runs
+    summary = run.solve()    # every case of the selection, `instances_in_flight` at a time
+
+Under pytest the plugin (`plugin.bench_session`) holds one `BenchmarkRun` and feeds it the rows its
+tests produce, in this process or, under xdist, in the workers. Only one process writes the folder;
+a fresh run empties it when its first row is written, so a run that fails before any instance leaves
+the earlier results alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable
+
+from apibank_bench.core import settings
+from apibank_bench.core.interrupt import deferred
+from apibank_bench.data.manifests import select
+from apibank_bench.runs.epochs import run_cases, split_case
+from apibank_bench.runs.folder import decide, write_record
+from apibank_bench.runs.instances import InstancePool, InstanceResult, RunStopped
+from apibank_bench.runs.provenance import now
+from apibank_bench.runs.results import (PREDICTIONS, RESULTS, RunFiles, finished_keys, read_rows, read_summary,
+                                        unreadable_lines)
+from apibank_bench.runs.row import ResultRow
+
+OVERFLOW = "ContextLengthError"  #: in the error of a row whose prompt did not fit the server's context (llm.http)
+
+
+class EmptySelection(ValueError):
+    """The settings select no instance."""
+
+
+class BenchmarkRun:
+    """One run: what it selects, what it has written, and what it concluded."""
+
+    def __init__(self, cfg: Any, narrowing: dict | None = None) -> None:
+        self.cfg = cfg  #: the resolved settings (core.settings.RunConfig)
+        self.narrowing = narrowing or {}  #: pytest options that run part of the selection (`-k`, `--lf`...)
+        self.started = time.time()
+        self.started_at = now()
+        self.running_since = self.started  #: when instances began (the rate leaves start-up out)
+        self._cases: list[str] | None = None
+        self.to_run: list[str] = []  #: the selection less what a resumed run finished
+        self.collected: set[str] | None = None  #: the cases pytest collected of it (after -k, --lf...)
+        self.total = 0  #: cases this run will run
+        self.keep = False  #: keep the folder's lines (resume, or a narrowed rerun)
+        self.forced: list[str] = []  #: measured settings that differ from the folder's run (--force)
+        self.files: RunFiles | None = None
+        self.record: dict = {}  #: run.json
+        self.seen: set[tuple[str, int]] = set()  #: (instance, epoch) keys written
+        self.done = self.correct = self.errors = self.cache_hits = 0
+        self.answers = self.cut_answers = 0  #: the model's answers, and those that stopped at max_tokens
+        self.error_reasons: Counter[str] = Counter()
+        self.model: Any = None  #: this process's model client (None for the gold self-check)
+        self.pool: InstancePool | None = None  #: this process's instances in flight
+        self.local_url: str | None = None  #: the embedded model's URL, if this run started it
+        self.endpoint_url: Callable[[], str] | None = None  #: starts the embedded model on first call, its URL
+        self.worker_counts: list[dict] = []  #: each finished xdist worker's requests per endpoint
+        self.worker_closed: list[dict] = []  #: each finished xdist worker's closed connections
+        self.stopped: str | None = None  #: why the run stopped early (the breaker, -x)
+        self.summary: dict | None = None
+        self.verdict: Any = None  #: the regression gate's (reports.gate.Verdict), when given a baseline
+
+    # -- the selection ---------------------------------------------------------------------
+
+    def cases(self) -> list[str]:
+        """The selection's cases (runs.epochs: one per instance and epoch, a shard's share) in run order,
+        before resume. A bad selection is a ValueError (FileNotFoundError for a missing manifest)."""
+        if self._cases is None:
+            cfg = self.cfg
+            ids = select(cfg.level, cfg.limit, cfg.offset, cfg.only or None)
+            self._cases = run_cases(ids, cfg.epochs, cfg.shard)
+        return self._cases
+
+    def instance_ids(self) -> list[str]:
+        """The instances of this run's cases, in manifest order."""
+        return list(dict.fromkeys(split_case(case)[0] for case in self.cases()))
+
+    def cases_to_run(self) -> list[str]:
+        """The selection's cases, less what a resumed run already finished (errored cases run again)."""
+        if not self.instance_ids():
+            given = ", ".join(settings.flag(name) for name in ("level", "limit", "offset", "only", "shard"))
+            raise EmptySelection(f"the selection is empty (check {given})")
+        cases = self.cases()
+        if self.cfg.resume and not self.cfg.overwrite:
+            done = finished_keys(Path(self.cfg.results_dir))
+            cases = [case for case in cases if split_case(case) not in done]
+        return cases
+
+    def passed_keys(self) -> set[tuple[str, int]]:
+        """`--lf`: the (instance, epoch) keys of the folder with a correct row; the others failed last."""
+        return {row.key for row in read_rows(Path(self.cfg.results_dir)) if row.correct}
+
+    def deselected(self) -> list[str]:
+        """Cases of the selection that pytest did not collect (`-k`, `--deselect`, `--lf`, test IDs)."""
+        if self.collected is None:
+            return []
+        return [case for case in self.to_run if case not in self.collected]
+
+    def collect(self, cases: list[str]) -> None:
+        """What pytest runs of the selection (the first collection seen counts)."""
+        if self.collected is None:
+            self.collected = set(cases)
+            self.total = len(self.collected)
+
+    # -- the folder ------------------------------------------------------------------------
+
+    def open_folder(self) -> None:
+        """Decide, before anything runs, whether this run may write its folder (runs.folder.decide raises
+        FolderTaken), and what it runs."""
+        decision = decide(Path(self.cfg.results_dir), self.cfg, narrowed=bool(self.narrowing))
+        self.keep, self.forced = decision.keep, decision.forced
+        self.to_run = self.cases_to_run()
+        self.total = len(self.to_run)
+
+    def unreadable(self) -> list[str]:
+        """Lines of a kept folder that cannot be read (`results.jsonl line 7`): set aside when this run writes."""
+        if not self.keep:
+            return []
+        out_dir = Path(self.cfg.results_dir)
+        return [f"{name} line {number}" for name in (RESULTS, PREDICTIONS) for number in unreadable_lines(out_dir / name)]
+
+    # -- rows --------------------------------------------------------------------------------
+
+    def add(self, payload: dict) -> ResultRow | None:
+        """Write one instance's lines (`InstanceResult.payload`, as they travel); None if its case has a row."""
+        row = ResultRow.from_json(payload["result"])
+        if row.key in self.seen:
+            return None
+        self.seen.add(row.key)
+        if self.files is None:
+            self.files = RunFiles(Path(self.cfg.results_dir), resume=self.keep)
+            self.record = write_record(self.files.out_dir, self.cfg, self.started_at, self.forced)
+        with deferred():  # an interrupt now would leave a row without its trace
+            self.files.append(payload["prediction"], row, payload.get("trace"))
+        self.done += 1
+        self.correct += row.is_correct
+        if row.is_error:
+            self.errors += 1
+            self.error_reasons[str(row.error or "?")[:160]] += 1
+        turns = (payload.get("trace") or {}).get("agents") or ()
+        self.cache_hits += sum(bool(turn.get("cached")) for turn in turns)
+        reasons = [turn["finish_reason"] for turn in turns if turn.get("finish_reason")]
+        self.answers += len(reasons)
+        self.cut_answers += reasons.count("length")
+        return row
+
+    def add_result(self, result: InstanceResult) -> ResultRow | None:
+        return self.add(result.payload)
+
+    def warnings(self, row: ResultRow | None = None) -> list[tuple[str, str]]:
+        """What the user can fix, as (kind, line): a prompt longer than the server's context, and answers
+        that keep stopping at max_tokens (`row` None: the run's end, when fewer answers suffice)."""
+        found = []
+        if row is not None and row.is_error and OVERFLOW in str(row.error):
+            found.append(("overflow", f"apibank: warning: {row.error}"))
+        if self.cut_answers > CUT_SHARE * self.answers and (self.answers >= CUT_MIN_ANSWERS or row is None):
+            found.append(("cut", f"apibank: warning: {self.cut_answers} of {self.answers} model answers stopped at "
+                          f"max_tokens ({self.cfg.max_tokens}): the model rambles, or the server applies no chat "
+                          "template for it (llama-cpp-python: --chat_format), and answers cut off seldom hold a "
+                          "call; summary.json counts them (answers_at_max_tokens)"))
+        return found
+
+    # -- solving, headless -----------------------------------------------------------------------
+
+    def start_pool(self, cases: list[str], solver: Any, scorer: Any, load: Callable | None = None) -> InstancePool:
+        """This process's instance pool, its first cases queued; a tripped breaker stops it."""
+        from apibank_bench.data.tasks import get_task
+
+        cfg = self.cfg
+        self.pool = InstancePool(load or (lambda task_id: get_task(task_id, root=scorer.root)), solver, scorer,
+                                 concurrency=cfg.instances_in_flight, time_limit=cfg.instance_timeout or None)
+        if self.model is not None:
+            self.model.breaker.on_trip(self.pool.stop)
+        self.pool.start(cases)
+        return self.pool
+
+    def solve(self, model: Any = None, solver: Any = None, scorer: Any = None,
+              on_result: Callable[[InstanceResult], None] | None = None) -> dict:
+        """Solve, score and write every case left to run, in order; returns the summary. `model`: the chat
+        client (built from the settings when not given; None for the gold self-check)."""
+        from apibank_bench.agents import build_solver
+        from apibank_bench.core.paths import require_root
+        from apibank_bench.scoring.scorer import Scorer
+
+        if not self.to_run and self.files is None and not self.seen:
+            self.open_folder()
+        local = None
+        if model is None and not self.cfg.is_gold:
+            from apibank_bench.agents.models import model_client, needs_local_server
+
+            if self.endpoint_url is None and needs_local_server(self.cfg):  # the embedded model, for this run
+                local = self._start_embedded()
+            model = model_client(self.cfg, self.endpoint_url)
+        self.model = model
+        scorer = scorer or Scorer(require_root(self.cfg.root), self.cfg.toolsearcher_scorer)
+        pool = self.start_pool(self.to_run, solver or build_solver(self.cfg, model), scorer)
+        self.running_since = time.time()
+        try:
+            for case in self.to_run:
+                try:
+                    result = pool.result(case)
+                except RunStopped as exc:
+                    self.stopped = str(exc)
+                    break
+                self.add_result(result)
+                if on_result is not None:
+                    on_result(result)
+        finally:
+            pool.close()
+            if local is not None:
+                local.stop()
+        return self.finish()
+
+    def _start_embedded(self) -> Any:
+        """The embedded model (llm.local_server), started on first use; its URL is where the model answered."""
+        from apibank_bench.llm.local_server import OnDemandServer
+
+        local = OnDemandServer(self.cfg.cache_root)
+
+        def url() -> str:
+            started = local.url()
+            self.local_url = local.started_url
+            return started
+
+        self.endpoint_url = url
+        return local
+
+    # -- the end ---------------------------------------------------------------------------------
+
+    def endpoint_counts(self) -> dict:
+        """The run's requests per endpoint: this process's and its workers' (URL credentials masked)."""
+        from apibank_bench.core.redact import redact
+        from apibank_bench.llm.router import merge_snapshots
+
+        own = {}
+        if self.model is not None:
+            counts = self.model.endpoint_counts() if hasattr(self.model, "endpoint_counts") \
+                else self.model.endpoint_report()
+            own = {redact(url): part for url, part in counts.items()}
+        return merge_snapshots([own, *self.worker_counts])
+
+    def own_closed(self) -> dict:
+        """The connections the server closed on this process's requests, and the in-flight limit that held."""
+        if self.model is None:
+            return {}
+        return {"count": self.model.closed.count, "most_in_flight": self.model.closed.most_in_flight,
+                "in_flight_limit": self.model.in_flight_limit()}
+
+    def closed_connections(self) -> dict:
+        """Closed connections summed over the run's processes (so are their in-flight limits), and the most
+        in flight at a close in any one of them."""
+        parts = [part for part in (self.own_closed(), *self.worker_closed) if part]
+        if not parts:
+            return {}
+        return {"count": sum(part["count"] for part in parts),
+                "most_in_flight": max(part["most_in_flight"] for part in parts),
+                "in_flight_limit": sum(part["in_flight_limit"] for part in parts)}
+
+    def finish(self) -> dict:
+        """Put the files in run order and write summary.json (once; {} when no row was written)."""
+        if self.summary is not None:
+            return self.summary
+        if self.files is None:
+            return {}
+        from apibank_bench.llm.router import merge_snapshots
+
+        cfg = self.cfg
+        wall_time = time.time() - self.started
+        endpoints = [self.endpoint_counts()]
+        answers = {"answers": self.answers, "at_max_tokens": self.cut_answers}
+        if cfg.resume:  # a resumed run's time and requests include the parts before
+            try:
+                before = read_summary(self.files.out_dir) or {}
+            except ValueError:
+                before = {}  # a summary cut by a kill: its time is lost, the results are not
+            wall_time += before.get("wall_time_s") or 0
+            endpoints.append(before.get("endpoints") or {})
+            earlier = before.get("answers_at_max_tokens") or {}
+            answers = {key: value + (earlier.get(key) or 0) for key, value in answers.items()}
+        deselected = self.deselected()
+        cases = self.cases()
+        selection = {"instances": len(cases), "finished_before": len(cases) - len(self.to_run),
+                     "deselected": len(deselected), "pytest": self.narrowing}
+        self.summary = self.files.finalize(cases, config=self.metadata(), wall_time_s=wall_time, deselected=deselected,
+                                           extra={"endpoints": merge_snapshots(endpoints), "selection": selection,
+                                                  "forced": self.record.get("forced", []),
+                                                  "answers_at_max_tokens": answers,
+                                                  "closed_connections": self.closed_connections(),
+                                                  **({"stopped": self.stopped} if self.stopped else {})})
+        return self.summary
+
+    def metadata(self) -> dict:
+        """summary.json's `config`: the settings and the provenance."""
+        from apibank_bench.runs.provenance import provenance
+
+        base_url = self.cfg.base_url[0] if self.cfg.base_url else self.local_url  # where the model answered
+        return {"run": self.cfg.to_dict(), **provenance(self.cfg, self.instance_ids(), self.started_at, base_url)}
+
+
+#: More than this share of the model's answers stopping at max_tokens is worth a warning (once the run has
+#: `CUT_MIN_ANSWERS` answers, or at its end): a model that rambles, or a server with no chat template for it.
+CUT_SHARE, CUT_MIN_ANSWERS = 0.25, 8

@@ -1,0 +1,76 @@
+"""A run without pytest: `BenchmarkRun` fed by a script writes the rows the pytest path writes."""
+
+from __future__ import annotations
+
+import urllib.request
+
+import pytest
+
+from apibank_bench.core import settings
+from apibank_bench.runs.benchmark_run import BenchmarkRun
+from apibank_bench.runs.folder import FolderTaken
+from apibank_bench.runs.results import read_jsonl
+from openai_stub import OpenAIStub
+from test_run_reliability import TIMING, mixed, run_command
+
+
+def headless(out_dir, **given) -> BenchmarkRun:
+    cfg = settings.from_environment(out_dir=str(out_dir), **given)
+    run = BenchmarkRun(cfg)
+    run.open_folder()
+    run.solve()
+    return run
+
+
+def lines(out_dir) -> tuple[list, list, list[str]]:
+    """results.jsonl less its timing fields, predictions.jsonl, and the trace files."""
+    results = [{k: v for k, v in line.items() if k not in TIMING} for line in read_jsonl(out_dir / "results.jsonl")]
+    return results, read_jsonl(out_dir / "predictions.jsonl"), sorted(p.name for p in (out_dir / "traces").iterdir())
+
+
+def test_a_script_runs_the_gold_self_check_and_gets_the_rows_the_pytest_run_writes(tmp_path):
+    run = headless(tmp_path / "script", model="gold", limit=6)
+    assert run.summary is not None and run.summary["total"] == 6 and run.summary["correct"] == 6
+    assert run.summary["config"]["run"]["model"] == "gold" and run.summary["complete"]
+    by_pytest = run_command(tmp_path / "pytest", "--model", "gold", "--limit", "6")
+    assert by_pytest.returncode == 0, by_pytest.stdout[-2000:]
+    results, predictions, traces = lines(tmp_path / "script")
+    assert len(results) == len(predictions) == len(traces) == 6  # every row has its prediction and trace
+    assert (results, predictions, traces) == lines(tmp_path / "pytest")
+
+
+def test_a_script_runs_a_scripted_model_and_gets_the_rows_the_pytest_run_writes(tmp_path):
+    with OpenAIStub(default=mixed) as stub:
+        run = headless(tmp_path / "script", base_url=[stub.url], model="stub-model", limit=6, cache=False)
+        by_pytest = run_command(tmp_path / "pytest", "--base-url", stub.url, "--model", "stub-model", "--limit", "6",
+                                "--no-cache")
+    assert by_pytest.returncode == 0, by_pytest.stdout[-2000:]
+    summary = run.summary or {}
+    assert summary["correct"] == 3 and summary["total"] == 6  # `mixed`: every other instance right
+    assert summary["endpoints"] and run.done == 6  # the script's client counted its requests
+    assert lines(tmp_path / "script") == lines(tmp_path / "pytest")
+
+
+def test_a_script_starts_the_embedded_model_once_and_stops_it(tmp_path, monkeypatch):
+    """llama-cpp-python's server stood in by the scripted stub (tests/embedded_stand_in.py)."""
+    starts = tmp_path / "starts.log"
+    monkeypatch.setenv("APIBANK_STARTS_LOG", str(starts))
+    from apibank_bench.llm import local_server
+
+    monkeypatch.setattr(local_server, "start_local_server", local_server.start_local_server)
+    import embedded_stand_in  # noqa: F401 - replaces the server's start for this test
+
+    run = headless(tmp_path / "out", limit=3, cache=False)
+    assert run.summary and run.summary["total"] == 3 and run.summary["errors"] == 0
+    assert len(starts.read_text().splitlines()) == 1  # one server for the run
+    assert run.local_url and run.summary["config"]["provenance"]["endpoint_models"]  # asked where it answered
+    with pytest.raises(OSError):  # stopped with the run
+        urllib.request.urlopen(f"{run.local_url}/models", timeout=5)
+
+
+def test_a_script_keeps_one_run_per_folder(tmp_path):
+    headless(tmp_path, model="gold", limit=2)
+    with pytest.raises(FolderTaken, match="holds another run's results"):
+        BenchmarkRun(settings.from_environment(out_dir=str(tmp_path), model="gold", limit=3)).open_folder()
+    resumed = headless(tmp_path, model="gold", limit=3, resume=True)
+    assert resumed.to_run == [resumed.cases()[2]] and resumed.summary and resumed.summary["total"] == 3
