@@ -18,7 +18,15 @@ cell there and writes its results folder, exactly as a local cell does.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Callable
+
 from apibank_bench.core.registry import Registry, import_submodules
+
+if TYPE_CHECKING:  # a name for the types only: the registry is read to build `--executor`'s choices
+    from apibank_bench.sweeps.cell_job import CellJob
+
+#: What `submit` calls for each job as soon as the engine has given it an ID: (job, job ID, state).
+Recorded = Callable[["CellJob", str, str], None]
 
 EXECUTORS: Registry = Registry("executor", "--executor", sort=True)  # engines register as their modules are imported
 
