@@ -1,7 +1,8 @@
 """The sweeps layer: a grid of runs, one ordinary results folder per cell (its tables: reports/sweep_table.py).
 
 A sweep orchestrates many runs: it starts the CLI's `run` as a subprocess per cell, so it sits above
-`runs/`, `plugin/` and `optimize/` and imports none of them at run time but `runs/`' results readers.
+`runs/`, `plugin/` and `optimize/`; of the layers below it reads the settings, a cell's results folder
+(`runs/`), its selection (`data/`) and the topologies' team rules (`agents/`), never the pytest plugin.
 
 - `grid`: the axes (a comma-separated value of a run setting) and the cells (every combination);
 - `cell_job`: one cell: its settings checked and planned (run, resume or skip), its `run` command
