@@ -255,7 +255,7 @@ def test_the_settings_table_names_every_server_kind():
 
 
 def test_team_protocol_is_a_sweep_axis():
-    from apibank_bench.runs.sweep import axes_of
+    from apibank_bench.sweeps.grid import axes_of
 
     assert axes_of({"team_protocol": "topology,replicas"}) == {"team_protocol": ["topology", "replicas"]}
 

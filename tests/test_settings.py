@@ -206,8 +206,8 @@ def test_executors_are_listed_by_name_whichever_engine_was_imported_first():
     import subprocess
     import sys
 
-    code = ("import apibank_bench.runs.executors.slurm\n"
-            "from apibank_bench.runs.executors import EXECUTORS\n"
+    code = ("import apibank_bench.sweeps.executors.slurm\n"
+            "from apibank_bench.sweeps.executors import EXECUTORS\n"
             "print(','.join(EXECUTORS.names()))")
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert shown == "local,slurm"
@@ -291,7 +291,7 @@ def test_fixed_choices_in_core_are_the_owning_layers_names():
     """Choices core declares as plain names agree with the registries that own them."""
     from apibank_bench.llm.config import SERVER_CHOICES
     from apibank_bench.optimize.methods import METHODS
-    from apibank_bench.runs.executors import EXECUTORS
+    from apibank_bench.sweeps.executors import EXECUTORS
 
     assert settings.BY_NAME["server_kind"].allowed() == settings.SERVER_KINDS == SERVER_CHOICES
     assert settings.BY_NAME["method"].allowed() == settings.METHODS == tuple(METHODS.names())

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from apibank_bench.llm.cache import ResponseCache, request_key
-from apibank_bench.runs.jobs import LEDGER, Ledger
+from apibank_bench.sweeps.ledger import LEDGER, Ledger
 
 WRITERS, EACH = 6, 40
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +39,7 @@ CACHE_WRITER = textwrap.dedent("""
 LEDGER_WRITER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from apibank_bench.runs.jobs import Ledger
+    from apibank_bench.sweeps.ledger import Ledger
     from apibank_bench.core.files import write_atomic
     folder, me, each, go = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
     while not go.exists():
@@ -126,7 +126,7 @@ def test_concurrent_writers_of_one_sweep_folder_lose_no_job_record(tmp_path):
 
 def test_a_cell_is_held_by_a_live_job_or_claim_and_let_go_when_its_process_has_gone(tmp_path):
     from apibank_bench.core.settings import resolve_sweep
-    from apibank_bench.runs.sweep import held_jobs
+    from apibank_bench.sweeps.dispatch import held_jobs
 
     host = socket.gethostname()
     ended = subprocess.Popen([sys.executable, "-c", "pass"])

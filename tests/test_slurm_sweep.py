@@ -19,9 +19,9 @@ import pytest
 
 from apibank_bench import cli
 from apibank_bench.reports.sweep_table import SWEEP_CSV
-from apibank_bench.runs import sweep as sweep_module
-from apibank_bench.runs.executors.slurm import SlurmExecutor
-from apibank_bench.runs.jobs import LEDGER
+from apibank_bench.sweeps import dispatch
+from apibank_bench.sweeps.executors.slurm import SlurmExecutor
+from apibank_bench.sweeps.ledger import LEDGER
 
 from openai_stub import OpenAIStub
 from test_run_reliability import mixed
@@ -60,7 +60,7 @@ def slurm(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def quick_polls(monkeypatch):
-    monkeypatch.setattr(sweep_module, "POLL_S", 0.5)
+    monkeypatch.setattr(dispatch, "POLL_S", 0.5)
 
 
 def sweep(out: Path, *args: str) -> int:

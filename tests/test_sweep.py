@@ -15,7 +15,8 @@ from apibank_bench import cli
 from apibank_bench.core import settings
 from apibank_bench.core.progress import ERASE
 from apibank_bench.reports.sweep_table import SEEDS_CSV, SWEEP_CSV, SWEEP_MD
-from apibank_bench.runs import sweep as sweep_module
+from apibank_bench.sweeps import dispatch
+from apibank_bench.sweeps.cell_job import CellJob
 
 from openai_stub import OpenAIStub, Reply
 from test_bench_suite import EVAL_IDS
@@ -189,7 +190,7 @@ def test_cells_that_an_axis_does_not_change_are_answered_from_the_cache(tmp_path
 def test_a_cell_of_several_epochs_reports_its_spread_across_the_epochs(tmp_path):
     from apibank_bench.reports.sweep_table import write_tables
     from apibank_bench.runs.summary import summarize_rows
-    from apibank_bench.runs.sweep import Cell
+    from apibank_bench.sweeps.grid import Cell
 
     from apibank_bench.runs.row import ResultRow
     from apibank_bench.scoring.stage import Stage
@@ -229,8 +230,8 @@ def test_an_epochs_axis_runs_and_its_tables_hold_each_column_once_and_count_inst
 def warnings_for(tmp_path: Path, **axes: str) -> list[str]:
     given = {setting.name: None for setting in settings.RUN_SETTINGS} | {"model": "gold", "limit": "1"} | axes
     with settings.command_voice():  # as under the CLI: the flags the user typed
-        found, cells = sweep_module.prepare(given, tmp_path / "sweep")
-        return sweep_module.repeat_warnings(given, found, cells)
+        found, cells = dispatch.prepare(given, tmp_path / "sweep")
+        return dispatch.repeat_warnings(given, found, cells)
 
 
 def test_each_team_axis_a_topology_does_not_read_is_warned_once_per_topology_and_setting(tmp_path):
@@ -286,7 +287,7 @@ def test_each_cell_is_resolved_once_in_the_sweep_and_its_job_ships_without_the_s
     assert len(resolved) == 2  # one per cell; the cells' jobs (here) re-read their folders, not their settings
 
     cfg = settings.resolve(lambda s: {"api_key": "sk-not-shipped", "model": "gold"}.get(s.name))
-    job = sweep_module.CellJob({"seed": "0"}, str(tmp_path / "cell"), "cell 1/1", cfg=cfg)
+    job = CellJob({"seed": "0"}, str(tmp_path / "cell"), "cell 1/1", cfg=cfg)
     shipped = pickle.dumps(job)
     assert b"sk-not-shipped" not in shipped
     assert pickle.loads(shipped) == job and pickle.loads(shipped).cfg is None  # a node resolves for itself

@@ -45,8 +45,10 @@ def register(sub) -> None:
 def run(args) -> int:
     from apibank_bench.reports.sweep_table import write_tables
     from apibank_bench.runs.cost import price_table
-    from apibank_bench.runs.jobs import Ledger
-    from apibank_bench.runs.sweep import SweepError, run_sweep, status, sweep_status
+    from apibank_bench.sweeps.cell_job import status
+    from apibank_bench.sweeps.dispatch import run_sweep, sweep_status
+    from apibank_bench.sweeps.grid import SweepError
+    from apibank_bench.sweeps.ledger import Ledger
 
     given = {setting.name: getattr(args, setting.name, None) for setting in settings.RUN_SETTINGS}
     interrupted = False

@@ -35,7 +35,7 @@ def duration(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
-def eta(done: int, total: int, elapsed_s: float) -> str | None:
+def eta(done: float, total: float, elapsed_s: float) -> str | None:
     """The time left at the rate so far (None until something is done)."""
     if not done or not total or elapsed_s <= 0:
         return None

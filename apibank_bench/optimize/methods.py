@@ -43,7 +43,7 @@ def default_budget(module: ModuleType) -> int:
 
 def hyperparameters(args: Namespace, method: str, module: ModuleType) -> dict:
     """The method's hyperparameters: the flags given (dest `hp_<name>` or `hp_<method>_<name>`, see
-    command._add_hyperparameters), else its defaults."""
+    commands/optimize.py), else its defaults."""
     values = {}
     for name, (kind, default, _) in getattr(module, "HYPERPARAMETERS", {}).items():
         given = getattr(args, f"hp_{method}_{name}", None)

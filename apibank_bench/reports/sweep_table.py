@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from apibank_bench.core.files import write_atomic
-from apibank_bench.runs.sweep import Cell, axis_label, status
+from apibank_bench.sweeps.cell_job import status
+from apibank_bench.sweeps.grid import Cell, axis_label
 
 SWEEP_CSV, SWEEP_MD, SEEDS_CSV = "sweep.csv", "sweep.md", "sweep_seeds.csv"
 

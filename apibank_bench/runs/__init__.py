@@ -1,1 +1,1 @@
-"""The runs layer: solving and scoring instances, results files, summaries, statistics, provenance and sweeps."""
+"""The runs layer: solving and scoring instances, results files, summaries, statistics, provenance."""

@@ -16,8 +16,10 @@ from __future__ import annotations
 import shlex
 import subprocess
 from pathlib import Path
+from typing import Any, Sequence
 
-from apibank_bench.runs.executors import EXECUTORS
+from apibank_bench.sweeps.cell_job import CellJob
+from apibank_bench.sweeps.executors import EXECUTORS, Recorded
 
 #: squeue states of a job that still holds its cell (it may yet write the cell's folder).
 ACTIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
@@ -29,7 +31,7 @@ class SlurmError(RuntimeError):
     """Slurm refused or could not be asked."""
 
 
-def sbatch_parameters(options) -> dict:
+def sbatch_parameters(options: Any) -> dict[str, Any]:
     """submitit's SlurmExecutor parameters from the `slurm_*` settings (unset ones left to the cluster)."""
     given = {"partition": options.slurm_partition, "time": options.slurm_time,
              "gpus_per_node": options.slurm_gpus, "cpus_per_task": options.slurm_cpus, "mem": options.slurm_mem,
@@ -49,11 +51,11 @@ class SlurmExecutor:
     name = "slurm"
     waits = True
 
-    def __init__(self, options, out) -> None:
+    def __init__(self, options: Any, out: Path) -> None:
         self.options = options
         self.folder = Path(out).resolve() / SLURM_DIR
 
-    def submit(self, jobs, recorded) -> None:
+    def submit(self, jobs: Sequence[CellJob], recorded: Recorded) -> None:
         import submitit
 
         executor = submitit.SlurmExecutor(folder=self.folder / "%j")
@@ -65,7 +67,7 @@ class SlurmExecutor:
         for job, handle in zip(jobs, submitted):
             recorded(job, handle.job_id, "PENDING")
 
-    def active(self, job_ids) -> dict[str, str]:
+    def active(self, job_ids: Sequence[str]) -> dict[str, str]:
         if not job_ids:
             return {}
         arrays = sorted({job_id.split("_")[0] for job_id in job_ids})
@@ -82,6 +84,6 @@ class SlurmExecutor:
         return {job_id: states[job_id] for job_id in job_ids if states.get(job_id) in ACTIVE}
 
 
-def run_job(job) -> int:
+def run_job(job: CellJob) -> int:
     """What an array task runs (a module-level function, so the pickle names it rather than holding it)."""
     return job()

@@ -10,15 +10,23 @@ An engine is one module in this package that registers a class with `EXECUTORS`
 - `active(job_ids) -> {job_id: state}`: of these IDs, the ones still queued or
   running, with the engine's name for their state.
 
-Everything else is the sweep's (runs/sweep.py, runs/jobs.py): which cells to
+Everything else is the sweep's (sweeps/dispatch.py, sweeps/ledger.py): which cells to
 submit, the job ledger in the sweep folder, waiting and the tables. A cell job
-(`runs.sweep.CellJob`) is plain picklable data; calling it where it lands runs the
+(`sweeps.cell_job.CellJob`) is plain picklable data; calling it where it lands runs the
 cell there and writes its results folder, exactly as a local cell does.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Callable
+
 from apibank_bench.core.registry import Registry, import_submodules
+
+if TYPE_CHECKING:  # a name for the types only: the registry is read to build `--executor`'s choices
+    from apibank_bench.sweeps.cell_job import CellJob
+
+#: What `submit` calls for each job as soon as the engine has given it an ID: (job, job ID, state).
+Recorded = Callable[["CellJob", str, str], None]
 
 EXECUTORS: Registry = Registry("executor", "--executor", sort=True)  # engines register as their modules are imported
 

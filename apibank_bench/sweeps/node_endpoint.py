@@ -72,11 +72,13 @@ def node_endpoint(command: str, folder: Path, wait_s: float) -> Iterator[str]:
     process = subprocess.Popen(command, shell=True, stdout=subprocess.PIPE, stderr=log, text=True,
                                start_new_session=True,  # its own process group: stopped as a whole
                                env={**os.environ, "APIBANK_FREE_PORT": str(free_port())})
+    output = process.stdout
+    assert output is not None  # stdout=PIPE
     found: list[str] = []
     seen = threading.Event()
 
     def read() -> None:  # the command's output, to the log; the first URL line is the answer
-        for line in process.stdout:
+        for line in output:
             log.write(line)
             log.flush()
             if not found and line.strip().startswith(("http://", "https://")):
