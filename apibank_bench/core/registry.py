@@ -19,7 +19,7 @@ def import_submodules(package: str, path, skip: tuple[str, ...] = ()) -> None:
     """Import every module of a package so each registers its parts, in name order.
 
     `pkgutil.iter_modules` lists in the file system's order, which differs between
-    machines; registration order shows in choices, help and the README's settings table.
+    machines; registration order shows in choices, help and the docs' settings table.
     """
     for name in sorted(module.name for module in pkgutil.iter_modules(path)):
         if name not in skip:

@@ -38,7 +38,7 @@ LOCAL_MODEL = "gemma-3-270m-it-q4_k_m"
 #: plus the default `max_tokens` (1,024), rounded up to 256 (tests/test_local_server.py checks it).
 #: Its KV cache is ~18 KB a token (18 layers, one 256-wide KV head, f16): 45 MB, not 8192's 150 MB.
 DEFAULT_N_CTX = 2560
-#: Server options beyond the model and the context, each measured (README, "The embedded model"):
+#: Server options beyond the model and the context, each measured (docs/embedded-model.md):
 #: - `--logits_all false`: llama-cpp-python's server defaults to keeping the logits of every
 #:   position, a 262,144-float row (1 MB) per token of context: 2.4-3.5 GB resident after a few
 #:   requests, and the lm_head computed for every prompt token. Sampling needs the last row only.

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable
 
 from apibank_bench.agents import Solver, build_solver
 from apibank_bench.agents.prompts import task_prompt
+from apibank_bench.agents.team_models import TeamModels
 from apibank_bench.core.settings import RunConfig
 from apibank_bench.llm import ChatClient, ModelError
 from apibank_bench.runs.instances import InstancePool, InstanceResult
@@ -119,8 +120,8 @@ class Context:
 
     def __init__(self, *, topology: str, roles: list[str], seed_prompts: dict[str, str], train_ids: list[str],
                  validation_ids: list[str], seed: int, budget: int, hyper: dict[str, Any], out_dir: Path,
-                 run_config: RunConfig, client: ChatClient, scorer: Scorer, events: EventLog,
-                 optimizer: ChatClient | None = None, protected_ids: Iterable[str] = (), workers: int = 8) -> None:
+                 run_config: RunConfig, client: ChatClient | TeamModels, scorer: Scorer, events: EventLog,
+                 optimizer: ChatClient | TeamModels | None = None, protected_ids: Iterable[str] = (), workers: int = 8) -> None:
         self.topology = topology
         self.roles = list(roles)
         self.seed_prompts = dict(seed_prompts)

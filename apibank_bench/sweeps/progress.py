@@ -29,7 +29,7 @@ SHOWN_CELLS = 2  #: running or queued cells the progress line names; the rest it
 
 
 def cell_cases(cfg: Any) -> int | None:
-    """How many rows the cell's run writes: its selection's cases (as plugin/run.py selects them)."""
+    """How many rows the cell's run writes: its selection's cases (as BenchmarkRun selects them)."""
     try:
         return len(run_cases(select(cfg.level, cfg.limit, cfg.offset, cfg.only or None), cfg.epochs, cfg.shard))
     except (OSError, ValueError):

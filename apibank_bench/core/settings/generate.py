@@ -73,7 +73,7 @@ def pytest_argv(values: Mapping[str, Any], prefix: str = "--apibank-") -> list[s
 
 
 def markdown_table() -> str:
-    """The README's settings table."""
+    """The docs' settings table (docs/settings.md)."""
     lines = ["| flag | pytest option | environment | default | role | commands | meaning |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for setting in SETTINGS:

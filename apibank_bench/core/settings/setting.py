@@ -49,7 +49,7 @@ class Setting:
     env: tuple[str, ...] = ()  #: extra environment names read after APIBANK_NAME
     deprecated_env: Mapping[str, Callable[[str], Any]] = field(default_factory=dict)  #: old name -> converter
     secret: bool = False  #: never written or printed
-    default_text: str | None = None  #: the default as the README states it, where it is not a plain value
+    default_text: str | None = None  #: the default as the docs' settings table states it, where it is not a plain value
     group: str = "run"  #: "run" (what and how to run), "model" (how to reach and sample the model) or
     #: "sweep" (where a sweep's cells run: a flag of `sweep` only)
     role: str = MEASUREMENT  #: MEASUREMENT, OPERATIONAL or SELECTION (see the module's docstring)
