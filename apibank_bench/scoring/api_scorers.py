@@ -16,7 +16,6 @@ slowly (`needs(task, scorer)`: a key, or None; `load(key, scorer)` loads it), so
 
 from __future__ import annotations
 
-import importlib
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
@@ -34,8 +33,8 @@ ApiScorer = Callable[["Task", dict, Any], Verdict]
 
 GENERIC = "*"
 API_SCORERS: Registry[ApiScorer] = Registry("API scorer", "the gold call's API")
-# The APIs with scorers of their own register when the table is first read.
-API_SCORERS.load_with(lambda: None if importlib.import_module("apibank_bench.scoring.toolsearcher_scorers") else None)
+# The APIs with scorers of their own register when their module is imported: `scoring.scorer`, which
+# sits above them, imports every one (here, a load by name would make an import cycle with them).
 
 
 def entry_for(api_name: str) -> Entry[ApiScorer]:

@@ -23,7 +23,7 @@ from apibank_bench.data.tasks import Task, render_call
 from apibank_bench.scoring.api_scorers import scorer_for, slow_loads, wrong_reason
 from apibank_bench.scoring.prediction import Prediction
 from apibank_bench.scoring.stage import Reason, Stage
-from apibank_bench.scoring.toolsearcher_scorers import option_value
+from apibank_bench.scoring.toolsearcher_scorers import option_value  # (importing it registers its API scorers)
 
 
 @dataclass(frozen=True)
