@@ -43,3 +43,16 @@ def test_every_pytest_outcome_maps_to_one_exit_code(status, seen, expected):
 def test_the_codes_keep_their_numbers():
     # Scripts and CI jobs test these numbers: changing one is a breaking change.
     assert [int(code) for code in ExitCode] == [0, 1, 2, 3, 4, 130]
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/running.md"])
+def test_the_docs_exit_code_tables_are_the_enums(page):
+    from pathlib import Path
+
+    from apibank_bench.core.exit_codes import markdown_table
+
+    text = (Path(__file__).resolve().parents[1] / page).read_text()
+    start, end = "<!-- exit codes: start -->\n", "\n<!-- exit codes: end -->"
+    table = text[text.index(start) + len(start):text.index(end)]
+    assert table.strip() == markdown_table().strip(), (
+        f"{page}'s exit-code table differs from the enum: paste `python -m apibank_bench.core.exit_codes`")
