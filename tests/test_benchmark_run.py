@@ -74,3 +74,24 @@ def test_a_script_keeps_one_run_per_folder(tmp_path):
         BenchmarkRun(settings.from_environment(out_dir=str(tmp_path), model="gold", limit=3)).open_folder()
     resumed = headless(tmp_path, model="gold", limit=3, resume=True)
     assert resumed.to_run == [resumed.cases()[2]] and resumed.summary and resumed.summary["total"] == 3
+
+
+def test_a_script_without_pytest_resolves_its_settings_and_runs(tmp_path):
+    """In a process that loaded neither the CLI nor the pytest plugin (which hand core's settings their
+    choices), importing the Run is enough to resolve settings and run."""
+    import subprocess
+    import sys
+
+    script = ("import sys\n"
+              "from apibank_bench.core import settings\n"
+              "from apibank_bench.runs.benchmark_run import BenchmarkRun\n"
+              "cfg = settings.from_environment(model='gold', limit=3, out_dir=sys.argv[1])\n"
+              "run = BenchmarkRun(cfg)\n"
+              "run.open_folder()\n"
+              "summary = run.solve()\n"
+              "print(summary['correct'], summary['total'])\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "run")], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["3", "3"]
+    assert len(read_jsonl(tmp_path / "run" / "results.jsonl")) == 3
