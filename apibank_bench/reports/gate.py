@@ -27,7 +27,6 @@ from apibank_bench.reports.compare import (Run, compare_pair, format_p, load_run
                                           significantly_worse)
 from apibank_bench.core.files import write_atomic
 from apibank_bench.runs.results import SUMMARY
-from apibank_bench.runs.naming import results_dir
 
 #: What a baseline must share with the run (of compare's MUST_AGREE: the rules of `compare.pair`;
 #: the selection may differ).
@@ -123,7 +122,7 @@ class Gate:
         if not summary:
             self.problem = "apibank gate: nothing ran, nothing to judge"
             return
-        out_dir = Path(results_dir(run.cfg))
+        out_dir = run.out_dir
         try:
             self.verdict = run.verdict = judge(self.baseline, load_run(out_dir, "run"), run.cfg.gate_alpha)
         except (BaselineRefused, FileNotFoundError) as exc:  # a clean line and a usage error, never a traceback

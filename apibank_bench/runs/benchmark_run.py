@@ -74,6 +74,11 @@ class BenchmarkRun:
         self.summary: dict | None = None
         self.verdict: Any = None  #: the regression gate's (reports.gate.Verdict), when given a baseline
 
+    @property
+    def out_dir(self) -> Path:
+        """The run's results folder (`--out-dir`, else named from the settings: runs.naming)."""
+        return Path(results_dir(self.cfg))
+
     # -- the selection ---------------------------------------------------------------------
 
     def cases(self) -> list[str]:
@@ -96,13 +101,13 @@ class BenchmarkRun:
             raise EmptySelection(f"the selection is empty (check {given})")
         cases = self.cases()
         if self.cfg.resume and not self.cfg.overwrite:
-            done = finished_keys(Path(results_dir(self.cfg)))
+            done = finished_keys(self.out_dir)
             cases = [case for case in cases if split_case(case) not in done]
         return cases
 
     def passed_keys(self) -> set[tuple[str, int]]:
         """`--lf`: the (instance, epoch) keys of the folder with a correct row; the others failed last."""
-        return {row.key for row in read_rows(Path(results_dir(self.cfg))) if row.correct}
+        return {row.key for row in read_rows(self.out_dir) if row.correct}
 
     def deselected(self) -> list[str]:
         """Cases of the selection that pytest did not collect (`-k`, `--deselect`, `--lf`, test IDs)."""
@@ -121,7 +126,7 @@ class BenchmarkRun:
     def open_folder(self) -> None:
         """Decide, before anything runs, whether this run may write its folder (runs.folder.decide raises
         FolderTaken), and what it runs."""
-        decision = decide(Path(results_dir(self.cfg)), self.cfg, narrowed=bool(self.narrowing))
+        decision = decide(self.out_dir, self.cfg, narrowed=bool(self.narrowing))
         self.keep, self.forced = decision.keep, decision.forced
         self.to_run = self.cases_to_run()
         self.total = len(self.to_run)
@@ -130,8 +135,8 @@ class BenchmarkRun:
         """Lines of a kept folder that cannot be read (`results.jsonl line 7`): set aside when this run writes."""
         if not self.keep:
             return []
-        out_dir = Path(results_dir(self.cfg))
-        return [f"{name} line {number}" for name in (RESULTS, PREDICTIONS) for number in unreadable_lines(out_dir / name)]
+        return [f"{name} line {number}" for name in (RESULTS, PREDICTIONS)
+                for number in unreadable_lines(self.out_dir / name)]
 
     # -- rows --------------------------------------------------------------------------------
 
@@ -142,7 +147,7 @@ class BenchmarkRun:
             return None
         self.seen.add(row.key)
         if self.files is None:
-            self.files = RunFiles(Path(results_dir(self.cfg)), resume=self.keep)
+            self.files = RunFiles(self.out_dir, resume=self.keep)
             self.record = write_record(self.files.out_dir, self.cfg, self.started_at, self.forced)
         with deferred():  # an interrupt now would leave a row without its trace
             self.files.append(payload["prediction"], row, payload.get("trace"))
