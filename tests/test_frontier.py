@@ -135,3 +135,16 @@ def test_a_price_file_names_its_date(tmp_path):
     table = price_table(["B=5/6"], str(dated))
     assert table.date == "2026-11-30" and table.prices == {"A": (1.0, 2.0), "B": (5.0, 6.0)}  # --price wins
     assert table.cost("A", 1_000_000, 500_000) == 2.0 and table.cost("Z", 1, 1) is None
+
+
+def test_runs_a_compare_would_refuse_are_not_judged_against_each_other(tmp_path):
+    """A sweep may vary the ToolSearcher scorer: two such cells are not comparable (as `compare` and the gate
+    say), so neither is called dominated by the other."""
+    with OpenAIStub(default=by_model({"B": 2})) as endpoint:
+        for model, scorer in (("A", "keyword"), ("B", "official")):
+            bench(tmp_path / model, "--apibank-model", model, "--apibank-base-url", endpoint.url, "--apibank-only",
+                  *IDS, "--apibank-no-cache", "--apibank-toolsearcher-scorer", scorer)
+    runs = [load_run(tmp_path / model) for model in "AB"]
+    point_a, point_b = (frontier.point_of(run, None, 0) for run in runs)
+    dominated, why = frontier.judge(point_b, point_a, 0.05, 0)
+    assert not dominated and why.startswith("not comparable with B: ") and "ToolSearcher scorer" in why

@@ -99,6 +99,8 @@ def paired_cost_difference(a: Point, b: Point, ids: list[str], seed: int) -> tup
 def judge(frontier_point: Point, point: Point, alpha: float, seed: int) -> tuple[bool, str]:
     """Whether `frontier_point` dominates `point` with significance, and why (in words)."""
     pairing = pair(frontier_point.run, point.run)
+    if pairing.refused:  # as `compare` and the gate: runs on other data or scorers are not compared
+        return False, f"not comparable with {frontier_point.name}: " + "; ".join(pairing.refused)
     if not pairing.paired:
         return False, "no instance to pair"
     accuracy = compare_pair(frontier_point.run, point.run, seed, pairing)["overall"]
