@@ -205,7 +205,7 @@ def _final_run(name: str, prompts_dir: Path, ids: list[str], cfg: RunConfig, cli
         events.log("skip", phase="final", candidate=name, reason="summary.json exists")
         return
     events.phase = "final"
-    run_cfg = dataclasses.replace(cfg, prompts_dir=str(prompts_dir), level="all", limit=len(ids), offset=0, only=[],
+    run_cfg = dataclasses.replace(cfg, prompts_dir=str(prompts_dir), level="all", limit=len(ids), offset=0, only=[], epochs=1, shard=None,
                                   out_dir=str(folder), resume=resume, overwrite=not resume, concurrency=workers)
     run = BenchmarkRun(run_cfg)
     run.open_folder()
