@@ -151,7 +151,8 @@ class ShareScheduling(LoadScheduling):
         self.collection = collection
         self.pending[:] = []
         self.maxschedchunk = self.maxschedchunk or len(collection)
-        nodes = sorted(self.nodes, key=lambda node: node.workerinput[SHARE_KEY][0])
+        # A worker that replaced one lost during collection has no share: it goes last.
+        nodes = sorted(self.nodes, key=lambda node: (node.workerinput.get(SHARE_KEY) or [len(self.nodes)])[0])
         for index, node in enumerate(nodes):
             share = list(range(index, len(collection), len(nodes)))
             if share:
