@@ -43,3 +43,14 @@ def test_the_summary_shows_base_urls_without_credentials(monkeypatch):
     monkeypatch.delenv("APIBANK_BASE_URLS", raising=False)
     described = describe_model(RunConfig(model="m", base_url=["http://user:secret@example.com:9/v1"]))
     assert described["base_urls"] == ["http://***@example.com:9/v1"]
+
+
+def test_the_default_model_keeps_its_endpoint_when_a_role_is_embedded(monkeypatch):
+    """`--base-url U --model m --model-role solver#1=embedded`: the summary's model is m at U (its own server
+    kind and fields), the embedded model only the role's."""
+    monkeypatch.delenv("APIBANK_BASE_URLS", raising=False)
+    described = describe_model(RunConfig(model="m", base_url=["http://example.com:9/v1"], topology="independent",
+                                         team_size=2, model_role=["solver#1=embedded"]))
+    assert described["base_urls"] == ["http://example.com:9/v1"]
+    assert described["server_kind"] != "llama.cpp" and "repeat_penalty" not in described["request_fields"]
+    assert described["role_models"]["solver#1"]["base_url"] == "embedded llama.cpp server"

@@ -175,7 +175,7 @@ def describe_model(cfg: RunConfig, models: Any = None) -> dict:
     sampling fields every request carried. `models`: the endpoint's `/v1/models` answer."""
     if cfg.is_gold:
         return {"model": "gold", "note": "harness self-check: the gold call is replayed, no model runs"}
-    local = needs_local_server(cfg)
+    local = not cfg.base_url  # the default model's own endpoint (a role's `embedded` is in describe_roles)
     try:
         model = model_config(cfg, "embedded" if local else None, models)
     except ValueError as exc:
