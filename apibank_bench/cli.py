@@ -14,9 +14,7 @@ from apibank_bench.commands import compare, data, manifests, optimize, report, r
 from apibank_bench.core import settings
 from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.core.paths import DataMissing
-from apibank_bench.runs.setting_rules import hand_down
-
-hand_down()  # the choices and rules of settings that name the layers' things (topologies ...)
+import apibank_bench.runs  # noqa: F401 - importing the runs layer hands the settings their choices and rules
 
 #: The subcommands, in the order `--help` lists them.
 COMMANDS = (run, sweep, show, compare, report, optimize, data, manifests, score)

@@ -10,9 +10,7 @@ from typing import Any
 import pytest
 
 from apibank_bench.core import settings
-from apibank_bench.runs.setting_rules import hand_down
-
-hand_down()  # the choices and rules of settings that name the layers' things (topologies ...)
+import apibank_bench.runs  # noqa: F401 - importing the runs layer hands the settings their choices and rules
 
 LAST_FAILED = "apibank_last_failed"  #: the option attribute `--lf` becomes on a benchmark run (cmdline_main)
 

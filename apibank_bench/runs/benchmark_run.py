@@ -1,8 +1,8 @@
 """One benchmark run's state, headless: its settings, selection, folder, written rows, tallies, model
 client, instance pool, summary and the gate's verdict.
 
-A script runs the benchmark without pytest (importing this module hands core's settings the choices
-and rules the layers own, `runs.setting_rules.hand_down`, so the script can resolve its settings):
+A script runs the benchmark without pytest (importing the runs layer hands core's settings the choices
+and rules the layers own, so the script can resolve its settings):
 
     cfg = settings.from_environment(model="gold", limit=10)
     run = BenchmarkRun(cfg)
@@ -32,9 +32,6 @@ from apibank_bench.runs.provenance import now
 from apibank_bench.runs.results import (PREDICTIONS, RESULTS, RunFiles, finished_keys, read_rows, read_summary,
                                         unreadable_lines)
 from apibank_bench.runs.row import ResultRow
-from apibank_bench.runs.setting_rules import hand_down
-
-hand_down()  # a script that imports the Run resolves its settings with the topologies' choices and rules
 
 OVERFLOW = "ContextLengthError"  #: in the error of a row whose prompt did not fit the server's context (llm.http)
 

@@ -2,7 +2,7 @@
 `--agent-kind` and `--toolsearcher-scorer` (read from their registries when first needed, so a new
 topology module is all it takes to add a choice) and the topologies' team-size rule.
 
-The CLI and the pytest plugin call `hand_down()` as they load, so every run's settings are resolved
+Importing the runs layer calls `hand_down()` (runs/__init__.py), so every run's settings are resolved
 with them. Nothing here imports a registry until a choice is asked for: `--help` loads no topology.
 
 The docs' settings table is generated here, where every choice is known:

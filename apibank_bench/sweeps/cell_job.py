@@ -26,7 +26,6 @@ from typing import Any, Mapping
 from apibank_bench.core import settings
 from apibank_bench.runs.folder import stored_settings
 from apibank_bench.runs.results import RESULTS, SUMMARY, read_summary
-from apibank_bench.runs.setting_rules import hand_down
 from apibank_bench.runs.summary import counts_text
 from apibank_bench.sweeps.grid import Cell, SweepError
 from apibank_bench.sweeps.ledger import SUBMITTING
@@ -63,8 +62,6 @@ def plan(cell: Cell) -> None:
     """Resolve the cell's settings, once (a bad value is a SweepError), and decide from its folder:
     run, resume or skip."""
     if cell.cfg is None:
-        # On a Slurm node this runs in a process the CLI never loaded: the choices must be handed down here.
-        hand_down()
         try:
             values = effective(cell.given)
             cell.cfg = settings.resolve(lambda s: values.get(s.name))

@@ -14,8 +14,8 @@ the run is carried out (`operational`), or which instances it covers (`selection
 sweep, resume and compare all ask that field.
 
 Choices that name a registered thing (topologies, ToolSearcher scorers, agent kinds) and the
-team-size rule are handed down by the layers that own them (`runs.setting_rules`, which the CLI
-and the pytest plugin import): core names no higher layer.
+team-size rule are handed down by the layers that own them (`runs.setting_rules`, run when the runs
+layer is imported): core names no higher layer.
 
 The modules: `parsers` (values), `setting` (one row), `run_config` (RunConfig), `table` (SETTINGS),
 `voice` (the typed command's words), `resolve`, `generate`, `environment`. Their names are all here.
