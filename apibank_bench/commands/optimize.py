@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from apibank_bench.core import settings
+from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.optimize import methods
 
 #: Instances solved at once when --concurrency is not given.
@@ -25,11 +26,6 @@ def register(sub) -> None:
     parser.set_defaults(func=main)
 
 
-def add_detail_flags(parser: argparse.ArgumentParser) -> None:
-    """Each method's hyperparameters (importing every method module: only when `optimize` runs)."""
-    add_hyperparameters(parser)
-
-
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -40,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     settings.add_command_flags(parser, "optimize")
 
 
-def add_hyperparameters(parser: argparse.ArgumentParser) -> None:
+def add_detail_flags(parser: argparse.ArgumentParser) -> None:
     """Each method's HYPERPARAMETERS as flags, default None (the method's own default then applies).
     Building them imports every method module, so the CLI adds them only when `optimize` runs.
 
@@ -68,7 +64,7 @@ def add_hyperparameters(parser: argparse.ArgumentParser) -> None:
 
 def _fail(message: str) -> int:
     print(f"apibank-bench optimize: {message}", file=sys.stderr)
-    return 2
+    return ExitCode.USAGE
 
 
 def main(args: argparse.Namespace) -> int:

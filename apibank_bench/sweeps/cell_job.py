@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from apibank_bench.core import settings
+from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.runs.folder import stored_settings
 from apibank_bench.runs.results import RESULTS, SUMMARY, read_summary
 from apibank_bench.runs.summary import counts_text
@@ -31,7 +32,6 @@ from apibank_bench.sweeps.grid import Cell, SweepError
 from apibank_bench.sweeps.ledger import SUBMITTING
 
 LOG = "run.log"
-ENDPOINT_FAILED = 3  #: a cell's exit code when its endpoint command gave no endpoint (as `run`'s unreachable)
 #: Settings the sweep sets itself (the table gives them no `sweep` flag).
 NOT_FLAGS = tuple(setting.name for setting in settings.RUN_SETTINGS if "sweep" not in setting.commands)
 
@@ -148,7 +148,7 @@ class CellJob:
         cell = Cell({}, dict(self.given), Path(self.path), cfg=self.cfg)
         plan(cell)  # again, now: an earlier job of this cell may have left results to resume
         if cell.skip:
-            return 0
+            return ExitCode.OK
         if not self.endpoint_command:
             return run_cell(cell, self.workers)
         from apibank_bench.sweeps.node_endpoint import EndpointStartError, node_endpoint
@@ -159,7 +159,7 @@ class CellJob:
         except EndpointStartError as exc:
             with open(cell.path / LOG, "a", encoding="utf-8") as log:
                 log.write(f"sweep: the cell's endpoint did not start: {exc}\n")
-            return ENDPOINT_FAILED
+            return ExitCode.UNREACHABLE  # its endpoint command gave no endpoint, as `run`'s unreachable
 
 
 def cell_result(summary: dict | None) -> str:
