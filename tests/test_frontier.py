@@ -148,3 +148,16 @@ def test_runs_a_compare_would_refuse_are_not_judged_against_each_other(tmp_path)
     point_a, point_b = (frontier.point_of(run, None, 0) for run in runs)
     dominated, why = frontier.judge(point_b, point_a, 0.05, 0)
     assert not dominated and why.startswith("not comparable with B: ") and "ToolSearcher scorer" in why
+
+
+def test_the_sweeps_frontier_takes_prices_from_the_environment_as_the_cells_do(mixed_sweep, monkeypatch, capsys):
+    """`APIBANK_PRICE` prices the cells' costs (they resolve the environment); the sweep's frontier table is priced
+    with the same table, not in tokens."""
+    out, _, _ = mixed_sweep
+    monkeypatch.setenv("APIBANK_PRICE", "A=1/1,B=100/100")
+    code = cli.main(["sweep", "--out", str(out), "--model", "A", "--base-url", "http://127.0.0.1:9", "--topology",
+                     "centralized", "--team-size", "2,4", "--model-role", "final=B@http://127.0.0.1:9;-", "--only",
+                     *IDS, "--limit", "0", "--no-cache", "--toolsearcher-scorer", "keyword", "--tabulate"])
+    assert code == 0, capsys.readouterr()
+    markdown = (out / SWEEP_MD).read_text()
+    assert "Cost: price-table money per instance" in markdown

@@ -66,7 +66,8 @@ def run(args) -> int:
         for index, cell in enumerate(cells, start=1):
             print(f"sweep: cell {index}/{len(cells)} [{cell.label}] {status(cell)}{job_text(records.get(cell.path.name))}")
     else:
-        print(write_tables(args.out, axes, cells, price_table(given.get("price") or (), given.get("price_file"))),
+        print(write_tables(args.out, axes, cells, price_table(settings.value_of(args, "price") or (),
+                                                             settings.value_of(args, "price_file"))),
               end="")
     if interrupted:
         return ExitCode.INTERRUPTED
