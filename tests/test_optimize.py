@@ -386,3 +386,18 @@ def test_a_roles_reflective_records_are_its_last_round_turns_with_the_scorer_ver
     feedback = records[0]["Feedback"]
     assert "stage api_name" in feedback and "[A(n=1)]" in feedback and "Gold: [B(m=2)]" in feedback
     assert role_records(rollout, "manager", 2, 30) == []
+
+
+def test_a_final_run_killed_after_its_last_row_is_summarized_on_resume(stub, tmp_path, monkeypatch):
+    """Killed after the final run's last row but before its summary.json: the resume has nothing left to solve
+    there, and still writes that summary and the same final.json."""
+    out = tmp_path / "job"
+    monkeypatch.setenv("APIBANK_CACHE_DIR", str(tmp_path / "cache"))
+    args = optimize_args(out, stub.url, "--model", "qwen", "--model-aliases", "qwen=stub-model")
+    assert cli.main(args) == 0
+    final = json.loads((out / "final.json").read_text())
+    (out / "final" / "optimized" / "summary.json").unlink()
+    (out / "final.json").unlink()
+    assert cli.main([*args, "--resume"]) == 0
+    assert json.loads((out / "final" / "optimized" / "summary.json").read_text())["total"] == EVAL_LIMIT
+    assert json.loads((out / "final.json").read_text()) == final

@@ -143,11 +143,9 @@ class BenchmarkRun:
         if row.key in self.seen:
             return None
         self.seen.add(row.key)
-        if self.files is None:
-            self.files = RunFiles(self.out_dir, resume=self.keep)
-            self.record = write_record(self.files.out_dir, self.cfg, self.started_at, self.forced)
+        files = self._open_files()
         with deferred():  # an interrupt now would leave a row without its trace
-            self.files.append(payload["prediction"], row, payload.get("trace"))
+            files.append(payload["prediction"], row, payload.get("trace"))
         self.done += 1
         self.correct += row.is_correct
         if row.is_error:
@@ -159,6 +157,13 @@ class BenchmarkRun:
         self.answers += len(reasons)
         self.cut_answers += reasons.count("length")
         return row
+
+    def _open_files(self) -> RunFiles:
+        """The folder's files, opened (and run.json written) with the first row this run writes."""
+        if self.files is None:
+            self.files = RunFiles(self.out_dir, resume=self.keep)
+            self.record = write_record(self.files.out_dir, self.cfg, self.started_at, self.forced)
+        return self.files
 
     def add_result(self, result: InstanceResult) -> ResultRow | None:
         return self.add(result.payload)
@@ -225,6 +230,8 @@ class BenchmarkRun:
             pool.close()
             if local is not None:
                 local.stop()
+        if self.keep and not self.to_run and (self.out_dir / RESULTS).exists():
+            self._open_files()  # a resumed run with nothing left (killed before its summary): summarize its rows
         return self.finish()
 
     def _start_embedded(self) -> Any:
