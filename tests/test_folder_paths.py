@@ -140,7 +140,7 @@ def test_a_baseline_on_other_data_is_refused_up_front(tmp_path):
 
     under_pytest = bench(tmp_path / "pytest", "--apibank-model", "gold", "--apibank-limit", "3",
                          "--apibank-baseline", str(baseline))
-    assert under_pytest.returncode == 4, under_pytest.stdout[-2000:]  # pytest's usage error
+    assert under_pytest.returncode == ExitCode.PYTEST_USAGE, under_pytest.stdout[-2000:]  # pytest's usage error
     assert "Traceback" not in under_pytest.stdout + under_pytest.stderr
     assert not (tmp_path / "pytest" / "results.jsonl").exists()
 

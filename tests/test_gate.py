@@ -56,7 +56,7 @@ def test_a_run_equal_to_the_baseline_passes(tmp_path, gold_baseline):
 
 def test_a_run_worse_on_20_paired_instances_fails_with_the_p_value(tmp_path, gold_baseline):
     run = gated(tmp_path, gold_baseline, wrong_on(set(EVAL_IDS)), "--apibank-limit", "20")
-    assert run.returncode == 1, run.stdout[-3000:]
+    assert run.returncode == ExitCode.WORSE, run.stdout[-3000:]  # as under `run`: not 1 (incomplete), not 4 (usage)
     p = 2 * 0.5 ** 20  # all 20 discordant pairs go one way: twice the binomial tail
     assert f"REGRESSION: significantly worse than the baseline: -100.0% on 20 paired instances (0 won, 20 lost), " \
            f"exact McNemar p = {p:.1e}, alpha 0.05" in run.stdout
@@ -86,12 +86,12 @@ def test_errors_are_never_regressions(tmp_path, gold_baseline):
 def test_a_baseline_with_another_scorer_is_refused_before_anything_runs(tmp_path, gold_baseline):
     run = bench(tmp_path, "--apibank-model", "gold", "--apibank-limit", "5", "--apibank-baseline", str(gold_baseline),
                 "--apibank-toolsearcher-scorer", "keyword")
-    assert run.returncode == 4, run.stdout[-3000:] + run.stderr[-3000:]
+    assert run.returncode == ExitCode.PYTEST_USAGE, run.stdout[-3000:] + run.stderr[-3000:]
     assert "refused" in run.stderr and "scorer" in run.stderr
     assert not (tmp_path / "results.jsonl").exists()
 
 
-def test_run_baseline_exits_4_on_a_regression(tmp_path, gold_baseline):
+def test_run_baseline_exits_worse_on_a_regression(tmp_path, gold_baseline):
     with OpenAIStub(default=wrong_on(set(EVAL_IDS))) as stub:
         run = run_command(tmp_path, "--model", "stub", "--base-url", stub.url, "--no-cache", "--limit", "20",
                           "--baseline", str(gold_baseline))

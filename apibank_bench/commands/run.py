@@ -10,7 +10,8 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from apibank_bench.core import settings
-from apibank_bench.core.exit_codes import ExitCode, described
+from apibank_bench.core.exit_codes import (PYTEST_FAILED, PYTEST_INTERRUPTED, PYTEST_NO_TESTS, PYTEST_OK,
+                                          PYTEST_USAGE_ERROR, ExitCode, described)
 from apibank_bench.core.paths import PROJECT_ROOT
 
 BENCH_TESTS = PROJECT_ROOT / "bench_tests"
@@ -115,18 +116,17 @@ def run_benchmark(args) -> int:
 
 
 def exit_code(code: int, outcome) -> ExitCode:
-    """`run`'s exit code for pytest's exit status and what the run's plugins saw (`RunOutput`)."""
-    import pytest
-
-    if code == pytest.ExitCode.INTERRUPTED:
+    """`run`'s exit code for its pytest session's status (already the table's: `of_pytest_session`) and what the
+    run's plugins saw (`RunOutput`): a wrong answer is a result, and a usage error is 2, as for every command."""
+    if code in (ExitCode.INTERRUPTED, PYTEST_INTERRUPTED):
         return ExitCode.INCOMPLETE if outcome.stopped else ExitCode.INTERRUPTED
-    if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED):
+    if code in (PYTEST_USAGE_ERROR, PYTEST_NO_TESTS):
         return ExitCode.USAGE
-    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+    if code == ExitCode.WORSE or outcome.regression:
+        return ExitCode.WORSE
+    if code not in (PYTEST_OK, PYTEST_FAILED):
         # the plugin's ExitCode.UNREACHABLE, or pytest's INTERNAL_ERROR (3, the same number)
         return ExitCode.UNREACHABLE
-    if outcome.regression:
-        return ExitCode.WORSE
     summary = outcome.summary or {}
     return ExitCode.INCOMPLETE if summary.get("errors") or summary.get("not_run") else ExitCode.OK
 

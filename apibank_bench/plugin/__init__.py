@@ -25,16 +25,24 @@ def pytest_addhooks(pluginmanager: Any) -> None:
     pluginmanager.add_hookspecs(hookspecs)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_cmdline_main(config: Any) -> None:
-    """`--lf` on the benchmark: the folder's own rows decide what failed last (the session's
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config: Any) -> Any:
+    """Before the session: `--lf` on the benchmark is decided from the folder's own rows (the session's
     collection_modifyitems), so pytest's cache (one per checkout, and "run everything" when nothing failed)
-    is turned off before its plugin reads the option."""
+    is turned off before its plugin reads the option. After it: a benchmark session's exit status is the
+    table's (core.exit_codes: pytest's 2, interrupted, would otherwise mean what 2 means under `run`)."""
+    from apibank_bench.core.exit_codes import of_pytest_session
     from apibank_bench.plugin.options import bench_requested
 
-    if getattr(config.option, "lf", False) and bench_requested(config):
+    requested = bench_requested(config)
+    if getattr(config.option, "lf", False) and requested:
         config.option.lf = False
         setattr(config.option, LAST_FAILED, True)
+    status = yield
+    if not requested or hasattr(config, "workerinput"):  # an xdist worker's status is the controller's business
+        return status
+    session = config.pluginmanager.get_plugin("apibank-session")
+    return of_pytest_session(status, stopped=bool(session is not None and session.stopped_itself))
 
 
 def pytest_configure(config: Any) -> None:

@@ -44,6 +44,7 @@ class BenchSession(XdistParts):
         self.written_nodes: set[str] = set()  #: test IDs whose report's lines were taken
         self.local: Any = None  #: the embedded model this process started (llm.local_server.OnDemandServer)
         self.worker_pids: list[int] = []  #: the controller's xdist workers (a SIGTERM is handed on to them)
+        self.stopped_itself = False  #: the session was stopped by the run (pytest's "interrupted", but incomplete)
         config.stash[RUN] = self.run
 
     def quiet(self) -> bool:
@@ -249,6 +250,7 @@ class BenchSession(XdistParts):
         if is_xdist_worker(session):
             self.hand_back_counts()
             return
+        self.stopped_itself = isinstance(session.shouldstop, str) and session.shouldstop.startswith("apibank:")
         self.finish()
         if self.not_started is not None:
             session.exitstatus = ENDPOINT_UNREACHABLE

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.core.settings import flag
 from apibank_bench.reports.compare import (Run, compare_pair, format_p, load_run, mismatches, paired_lines,
                                           significantly_worse)
@@ -31,8 +32,8 @@ from apibank_bench.runs.results import SUMMARY
 #: What a baseline must share with the run (of compare's MUST_AGREE: the rules of `compare.pair`;
 #: the selection may differ).
 MUST_MATCH = ("data lock", "ToolSearcher scorer")
-#: pytest's exit status when the gate fails (pytest's own "tests failed"; `run` exits ExitCode.WORSE)
-REGRESSION_EXIT = 1
+#: The exit status when the gate fails, under pytest as under `run` (never pytest's 1: that is an incomplete run)
+REGRESSION_EXIT = ExitCode.WORSE
 
 
 class BaselineRefused(ValueError):
@@ -136,7 +137,8 @@ class Gate:
         if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             # The gate decides: wrong answers are what it weighs; errors and unrun cases still fail.
             incomplete = summary.get("errors") or summary.get("not_run")
-            session.exitstatus = (REGRESSION_EXIT if self.verdict.worse or incomplete else pytest.ExitCode.OK)
+            session.exitstatus = (REGRESSION_EXIT if self.verdict.worse else
+                                  pytest.ExitCode.TESTS_FAILED if incomplete else pytest.ExitCode.OK)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.verdict is None and self.problem is None:
