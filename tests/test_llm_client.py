@@ -101,12 +101,11 @@ def test_retries_are_bounded(stub):
     assert len(stub.chat_requests) == 3
 
 
-def test_malformed_body_is_an_error_without_retry(stub):
+def test_a_body_that_is_not_json_is_retried_as_a_transient_failure(stub):
     stub.push(malformed(), correct())
-    with pytest.raises(ModelError) as info:
-        make_client(stub.url).complete(MESSAGES)
-    assert info.value.completion.attempts == 1
-    assert len(stub.chat_requests) == 1
+    out = make_client(stub.url).complete(MESSAGES)
+    assert out.text == "[GetToday()]" and out.attempts == 2
+    assert len(stub.chat_requests) == 2
 
 
 def test_connection_refused_is_retried_then_reported():
@@ -307,13 +306,34 @@ def test_an_answer_without_readable_usage_is_an_answer_with_no_tokens(stub, usag
     assert (out.text, out.error, out.prompt_tokens, out.completion_tokens) == ("[GetToday()]", None, 0, 0)
 
 
-@pytest.mark.parametrize("body", [{"choices": []}, {"choices": [{"message": {"content": 5}}]}, {"error": "x"}, [1]],
-                         ids=["no-choice", "content-not-text", "no-choices", "a-list"])
-def test_json_that_is_not_a_chat_completion_is_an_error_without_retry(stub, body):
-    stub.push(Reply(raw=json.dumps(body).encode(), headers={"Content-Type": "application/json"}), correct())
-    with pytest.raises(ModelError, match="malformed chat completion"):
-        make_client(stub.url).complete(MESSAGES)
-    assert len(stub.chat_requests) == 1
+NOT_COMPLETIONS = [{"choices": []}, {"choices": [{"message": {"content": 5}}]}, {"error": "x"}, [1]]
+NOT_COMPLETION_IDS = ["no-choice", "content-not-text", "no-choices", "a-list"]
+
+
+def _raw(body) -> Reply:
+    return Reply(raw=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+
+
+@pytest.mark.parametrize("body", NOT_COMPLETIONS, ids=NOT_COMPLETION_IDS)
+def test_a_200_that_is_not_a_chat_completion_is_retried_as_a_transient_failure(stub, body):
+    """An empty `choices` (a proxy's or a content filter's hiccup) is asked again, and the next answer counts."""
+    stub.push(_raw(body), correct())
+    out = make_client(stub.url).complete(MESSAGES)
+    assert out.text == "[GetToday()]" and out.error is None and out.attempts == 2
+    assert len(stub.chat_requests) == 2
+
+
+@pytest.mark.parametrize("body", NOT_COMPLETIONS, ids=NOT_COMPLETION_IDS)
+def test_a_200_that_is_never_a_chat_completion_is_an_error_quoting_it_in_json(body):
+    """Retries are bounded (max_retries); the error quotes the body as JSON, not as Python's repr."""
+    with OpenAIStub(default=_raw(body)) as server:
+        with pytest.raises(ModelError) as info:
+            make_client(server.url, max_retries=2).complete(MESSAGES)
+        assert len(server.chat_requests) == 3
+    error_text = info.value.completion.error
+    assert error_text.startswith("gave up after 3 attempts: MalformedResponse: not a chat completion: ")
+    quoted = error_text.split("not a chat completion: ", 1)[1]
+    assert json.loads(quoted) == body, error_text
 
 
 def test_the_body_on_the_wire_is_the_one_the_openai_sdk_sends(stub):

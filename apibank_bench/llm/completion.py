@@ -3,6 +3,7 @@ cache's entry for the request, and written back as that entry."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,12 @@ def token_count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
+def as_json(body: Any, chars: int = 200) -> str:
+    """A body quoted as JSON in an error (not Python's repr, which an error row would carry as is), cut short."""
+    text = json.dumps(body, ensure_ascii=False, default=str)
+    return text if len(text) <= chars else text[:chars] + "..."
+
+
 def read_completion(response: Any, url: str, attempts: int, started: float) -> Completion:
     """The Completion in a chat completion's JSON; MalformedResponse if it is not one."""
     try:
@@ -73,7 +80,7 @@ def read_completion(response: Any, url: str, attempts: int, started: float) -> C
                       for call in message.get("tool_calls") or () if call.get("function")]
         usage = response.get("usage")
     except (AttributeError, IndexError, TypeError, KeyError):
-        raise MalformedResponse(f"malformed chat completion: {str(response)[:200]!r}") from None
+        raise MalformedResponse(f"not a chat completion: {as_json(response)}") from None
     usage = usage if isinstance(usage, dict) else {}  # usage is optional: a server may leave it out
     return Completion(
         text=text,

@@ -316,7 +316,8 @@ class ChatEndpoint:
             return json.loads(raw)
         except ValueError:
             text = raw.decode("utf-8", "replace")
-            raise MalformedResponse(f"malformed chat completion: not JSON: {text[:200]!r}") from None
+            quoted = json.dumps(text[:200], ensure_ascii=False) + ("..." if len(text) > 200 else "")
+            raise MalformedResponse(f"not a chat completion: not JSON: {quoted}") from None
 
 
 def _describe(reason: object) -> str:
@@ -332,4 +333,5 @@ def _body_text(error: urllib.error.HTTPError) -> str:
 
 
 class MalformedResponse(Exception):
-    """The server answered 2xx but not with a chat completion (not retried)."""
+    """The server answered 2xx but not with a chat completion (an empty `choices`, a proxy's page): a transient
+    failure, retried as a 5xx is (`retry.is_retryable`)."""

@@ -1,7 +1,8 @@
 """The retry policy of every path that calls a model (the chat client and the Agents SDK runner).
 
 It is the suite's one policy (`core.retry`, tenacity's retrying) with the model's errors:
-timeouts, connection errors, 408, 429 and 5xx are retried, and a server's Retry-After is honoured.
+timeouts, connection errors, 408, 429, 5xx and a 2xx that is not a chat completion (an empty `choices` from a
+proxy or a content filter) are retried, and a server's Retry-After is honoured.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from email.utils import parsedate_to_datetime
 from typing import Callable
 
 from apibank_bench.core import retry as core_retry
-from apibank_bench.llm.http import APIConnectionError, APIStatusError
+from apibank_bench.llm.http import APIConnectionError, APIStatusError, MalformedResponse
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """Timeouts, connection errors, 408, 429 and 5xx are worth another try; other errors are not."""
-    if isinstance(exc, APIConnectionError):  # APITimeoutError is a subclass
+    """Timeouts, connection errors, 408, 429, 5xx and a 200 that is not a completion are worth another try;
+    other errors are not."""
+    if isinstance(exc, (APIConnectionError, MalformedResponse)):  # APITimeoutError is a subclass of the first
         return True
     if isinstance(exc, APIStatusError):
         return exc.status_code in (408, 429) or exc.status_code >= 500
