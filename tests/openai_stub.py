@@ -19,6 +19,11 @@ server records its queue as each request arrives (`queue_seen`: how many were wa
 for a slot, itself included; `max_queued`). Failures (error statuses, resets) are
 answered at once, before the queue, as a server still loading or a proxy in front of
 it does: `burst(40, error(503))` as the first replies fails the first 40 requests.
+
+The run's system-message probe (two one-token requests, `llm.probe.probe_system`) is answered at once, outside
+the script, the queue and `requests` (kept in `probes`), with prompt tokens counted as words of the messages
+its chat template keeps: all of them, or none of the system ones with `drops_system=True` (as
+llama-cpp-python's `gemma` chat format does).
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
+
+from apibank_bench.llm.probe import SYSTEM_PROBE_USER
 
 
 @dataclass
@@ -142,7 +149,7 @@ class _Server(ThreadingHTTPServer):
 class OpenAIStub:
     def __init__(self, *replies: Reply, default: Reply | Callable[[dict], Reply] = Reply(), hold: float = 0.0,
                  dead_after: int | None = None, owned_by: str | None = None, port: int = 0,
-                 slots: int | None = None, backlog: int | None = None):
+                 slots: int | None = None, backlog: int | None = None, drops_system: bool = False):
         self.script: deque[Reply] = deque(replies)
         self.default = default
         self.hold = hold  # extra seconds every request takes (for concurrency tests)
@@ -159,6 +166,8 @@ class OpenAIStub:
         self._finished = 0  # ... of which done with it
         self._slot_free = threading.Condition(threading.Lock())
         self.requests: list[dict[str, Any]] = []
+        self.drops_system = drops_system  # the chat template drops system messages (the probe sees it)
+        self.probes: list[dict[str, Any]] = []  # the system-message probe's requests
         self.active = 0
         self.max_concurrent = 0
         self.closed_early = 0  # requests whose client closed the connection before the answer was ready
@@ -200,6 +209,17 @@ class OpenAIStub:
                 self._finished += 1
                 self._slot_free.notify_all()
         return True
+
+    def _is_probe(self, body: dict) -> bool:
+        messages = body.get("messages") if isinstance(body, dict) else None
+        return bool(messages) and body.get("max_tokens") == 1 and messages[-1].get("content") == SYSTEM_PROBE_USER
+
+    def _probe_answer(self, body: dict) -> dict:
+        kept = [m for m in body["messages"] if not (self.drops_system and m.get("role") == "system")]
+        with self._lock:
+            self.probes.append(body)
+        return completion_body("Yes", body.get("model", "stub-model"), completion_tokens=1,
+                               prompt_tokens=sum(len(str(m.get("content")).split()) + 3 for m in kept))
 
     @property
     def url(self) -> str:
@@ -295,6 +315,8 @@ class OpenAIStub:
                     body = json.loads(raw or b"{}")
                 except ValueError:
                     body = {"_unparsed": raw.decode("utf-8", "replace")}
+                if stub._is_probe(body):
+                    return self._send(200, json.dumps(stub._probe_answer(body)).encode(), {})
                 with stub._lock:
                     stub.requests.append({"path": self.path, "json": body, "time": time.monotonic()})
                     stub.active += 1

@@ -126,7 +126,26 @@ def test_a_run_says_once_what_to_fix(tmp_path):
     warnings = [line for line in out.splitlines() if line.startswith("apibank: warning:")]
     assert sum("does not fit the server's context" in line for line in warnings) == 1, out[-3000:]
     assert sum("stopped at max_tokens" in line for line in warnings) == 1, out[-3000:]
+    [cut] = [line for line in warnings if "stopped at max_tokens" in line]  # no grammar: a server taken for hosted
+    assert "the fix is the grammar" in cut and "--server-kind llama.cpp --constrained" in cut, cut
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["answers_at_max_tokens"] == {"answers": 9, "at_max_tokens": 9}
     assert summary["closed_connections"]["count"] == 2
     assert "closes connections under load" in out and "the in-flight limit that held" in out
+
+
+def test_a_run_whose_server_answers_no_choices_retries_then_writes_an_error_row_in_json(tmp_path):
+    """A 200 with `"choices": []` is retried (here once, `--max-retries 1`), then the instance is an error row
+    that quotes the body as JSON."""
+    empty = Reply(raw=b'{"id": "x", "choices": []}', headers={"Content-Type": "application/json"})
+    with OpenAIStub(default=empty) as stub:
+        run = subprocess.run([sys.executable, "-m", "apibank_bench", "run", "--model", "stub", "--base-url", stub.url,
+                              "--only", IDS[0], "--limit", "0", "--no-cache", "--max-retries", "1",
+                              "--out-dir", str(tmp_path)], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                             timeout=600)
+        requests = len(stub.chat_requests)
+    out = run.stdout + run.stderr
+    [row] = read_jsonl(tmp_path / "results.jsonl")
+    assert row["stage"] == "error" and run.returncode == 1, out[-3000:]
+    assert requests == 2 and "gave up after 2 attempts" in row["error"], row["error"]
+    assert '"choices": []' in row["error"] and "'choices'" not in row["error"], row["error"]

@@ -106,6 +106,16 @@ def test_model_config_comes_from_the_run_settings(tmp_path):
         model_config(resolve(options={"base_url": "http://a/v1"}))
 
 
+@pytest.mark.parametrize("kind, grammar", [("vllm", True), ("vllm-structured", True), ("llama.cpp", True),
+                                           ("sglang", False), ("openai", False)])
+def test_a_remote_endpoint_gets_a_grammar_only_with_constrained_where_its_kind_takes_one(kind, grammar):
+    """The reference sends its vLLM server no grammar, so a remote run's default sends none; `--constrained` sends
+    it where the server kind has a grammar field (the recipe of docs/servers.md)."""
+    options = {"base_url": "http://a/v1", "model": "m", "server_kind": kind}
+    assert model_config(resolve(options=options)).use_grammar is False
+    assert model_config(resolve(options={**options, "constrained": "1"})).use_grammar is grammar
+
+
 def _table_in_readme() -> str:
     text = README.read_text(encoding="utf-8")
     start, end = (re.escape(marker) for marker in settings.README_BLOCK)

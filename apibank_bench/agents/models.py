@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from apibank_bench.llm import ChatClient, ModelConfig
 from apibank_bench.llm.config import server_kind_of
 from apibank_bench.llm.local_server import LOCAL_MODEL  # the embedded default: Gemma 3 270M (a smoke model)
-from apibank_bench.llm.probe import probe_models
+from apibank_bench.llm.client import NO_KEY
+from apibank_bench.llm.probe import probe_models, probe_system
 from apibank_bench.core.redact import redact
 from apibank_bench.core.settings import RunConfig, flag
 
@@ -29,13 +30,17 @@ def needs_local_server(cfg: RunConfig) -> bool:
     return not cfg.is_gold and (not cfg.base_url or any(a.model == EMBEDDED for a in assignments(cfg)))
 
 
-def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = None, sharing: int = 1) -> ModelConfig:
+def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = None, sharing: int = 1,
+                 fold: bool | None = None) -> ModelConfig:
     """The model layer's settings for a run.
 
-    Grammar-constrained decoding defaults on for the embedded model and off for
-    remote endpoints (a hosted API may reject the extra field). `models` is the
+    Grammar-constrained decoding defaults on for the embedded model and off for remote endpoints: the
+    reference harness sends its vLLM server no grammar, and a hosted API may reject the extra field
+    (`--constrained` sends it to a server kind that takes one: llama.cpp, vLLM). `models` is the
     endpoint's `/v1/models` answer, which tells its server kind under `--server-kind auto`.
     `sharing`: the processes of this run sending to the endpoint at once (xdist workers).
+    `fold`: whether system messages go into the first user message (`system_folding`; None: for the embedded
+    model only).
     """
     local = local_url is not None
     model = cfg.model or (LOCAL_MODEL if local else None)
@@ -50,12 +55,43 @@ def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = Non
         constrained=local if cfg.constrained is None else cfg.constrained,
         server_kind=server_kind(cfg, models, local)[0], routing=cfg.routing,
         repetition_penalty=cfg.repetition_penalty, thinking=cfg.thinking,
-        # llama.cpp's gemma chat format drops system messages: fold them into the user turn.
-        fold_system=local,
+        # llama-cpp-python's gemma chat format drops system messages: fold them into the user turn.
+        fold_system=local if fold is None else fold,
         # The embedded server gets a new port each run, but it is always the same model.
         deployment=cfg.deployment or (f"embedded llama.cpp: {model}" if local else ""),
         down_after=down_after(cfg), sharing=sharing,
     )
+
+
+def system_folding(cfg: RunConfig, models: Any, local: bool = False) -> tuple[bool, str]:
+    """Whether the run folds system messages into the first user message, and why.
+
+    The embedded model's template drops them, so they are folded. A server of the llama.cpp kind, or
+    llama-cpp-python's (`owned_by: "me"`), formats chats with templates of its own, some of which drop them
+    silently: each of its endpoints is asked once with and without a system message (`probe.probe_system`),
+    and a template that drops it is folded for. Other servers apply the model's own template; hosted APIs
+    keep system messages."""
+    if local:
+        return True, "the embedded model's chat format drops system messages"
+    kind = server_kind(cfg, models)[0]
+    data = models.get("data") if isinstance(models, dict) else None
+    owners = {str(item.get("owned_by")) for item in data or () if isinstance(item, dict)}
+    if kind != "llama.cpp" and owners != {"me"}:
+        return False, "not probed: the server applies the model's own chat template"
+    probes = {url: probe_system(url, cfg.model or "", cfg.api_key or NO_KEY, cfg.timeout) for url in cfg.base_url}
+    dropped = [url for url, probe in probes.items() if probe.kept is False]
+    said = "; ".join(f"{redact(url)}: {probe.describe()}" for url, probe in probes.items())
+    if dropped:
+        return True, f"folded: the server's chat template drops system messages ({said})"
+    return False, f"kept: {said}" if any(p.kept for p in probes.values()) else f"not folded, {said}"
+
+
+def no_grammar_field(cfg: RunConfig, models: Any, local: bool = False) -> str:
+    """Why `--constrained` sends no grammar here, and the flag that would."""
+    kind, decided_by = server_kind(cfg, models, local)
+    return (f"{flag('constrained')} sends no grammar to {', '.join(redact(url) for url in cfg.base_url)}: its server "
+            f"kind {kind} ({decided_by}) has no grammar field; add {flag('server_kind')} llama.cpp if it takes "
+            f"llama.cpp's GBNF grammar (llama-cpp-python, llama.cpp's llama-server), or vllm")
 
 
 def down_after(cfg: RunConfig) -> float:
@@ -125,10 +161,13 @@ def single_client(cfg: RunConfig, local: str | None, breaker=None, sharing: int 
         raise dead[0][1]
     # Several endpoints must all take a field for it to be sent: one kind for all, else the standard fields.
     kinds = {server_kind(cfg, answer, local is not None)[0] for answer in answers.values()}
-    config = model_config(cfg, local, next(iter(answers.values())) if len(kinds) == 1 else None, sharing)
+    models = next(iter(answers.values())) if len(kinds) == 1 else None
+    config = model_config(cfg, local, models, sharing, fold=system_folding(cfg, models, local is not None)[0])
     if not config.deployment:  # the cache keeps answers per deployment: these addresses, serving these models
         config = dataclasses.replace(config, deployment=deployment(
             {url: served_models(answers.get(url)) for url in config.base_urls}))
+    if cfg.constrained and not config.use_grammar:
+        warnings.warn(no_grammar_field(cfg, models, local is not None), RuntimeWarning, stacklevel=2)
     client = ChatClient(config, breaker=breaker)
     for url, unreachable in dead:  # one of several replicas is down: the run goes on with the others
         warnings.warn(f"{unreachable}; it is left out of rotation and tried again later", RuntimeWarning, stacklevel=2)
@@ -181,14 +220,16 @@ def describe_model(cfg: RunConfig, models: Any = None) -> dict:
     except ValueError as exc:
         return {"error": str(exc)}
     kind, decided_by = server_kind(cfg, models, local)
+    fold, fold_from = system_folding(cfg, models, local)
     return {
         "model": model.model,
         "base_urls": (["embedded llama.cpp server"] if local
                       else [redact(url) for url in model.base_urls]),  # no user:password@ in summary.json
         "temperature": model.temperature, "top_p": model.top_p, "max_tokens": model.max_tokens,
-        "seed": model.seed, "constrained": model.constrained, "cache": model.cache_dir is not None,
+        "seed": model.seed, "constrained": model.use_grammar, "cache": model.cache_dir is not None,
         "extra_body": model.extra_body,
         "server_kind": kind, "server_kind_from": decided_by,
+        "fold_system": fold, "fold_system_from": fold_from,  # system messages moved into the first user turn
         "request_fields": {"temperature": model.temperature, "top_p": model.top_p, "max_tokens": model.max_tokens,
                            "seed": "per agent (see Protocol)", **model.sampling(), **model.extra_body},
         **describe_roles(cfg),

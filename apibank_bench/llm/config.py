@@ -126,10 +126,9 @@ class ModelConfig:
 
     @property
     def use_grammar(self) -> bool:
-        """Whether requests should carry a grammar (resolves constrained=None)."""
-        if self.constrained is None:
-            return self.kind.grammar
-        return self.constrained
+        """Whether requests carry a grammar: asked for (None: where the server kind takes one), and the server kind
+        has a field for it (`--constrained` to a hosted API's kind sends none)."""
+        return self.kind.grammar and (self.constrained is None or self.constrained)
 
     def sampling(self) -> dict[str, Any]:
         """The sampling fields of every request beyond the OpenAI ones, in the form this server takes

@@ -1,4 +1,5 @@
-"""One `GET /models` per endpoint per run: whether anything answers there, and what it says it serves.
+"""One `GET /models` per endpoint per run: whether anything answers there, and what it says it serves; and, where
+a server's own chat formats may drop a system message, whether its template keeps one (`probe_system`).
 
 Asked once (the first time any part of the run wants it) and remembered for the rest of the run:
 the start of a run checks that the endpoint is reachable, its summary records the endpoint's own
@@ -65,3 +66,61 @@ def forget_probes() -> None:
     """A new run starts: its endpoints are asked again."""
     with _LOCK:
         _PROBES.clear()
+        _SYSTEM_PROBES.clear()
+
+
+#: The system-message probe: the same user turn asked with and without a system message, one token each.
+SYSTEM_PROBE_SYSTEM = "You are a helpful assistant. Answer every question in one word, without punctuation."
+SYSTEM_PROBE_USER = "Is the sky blue?"
+
+
+@dataclass(frozen=True)
+class SystemProbe:
+    """Whether the server's chat template keeps a system message, from the prompt tokens it reports for the
+    same user turn with and without one (a template that drops it counts the same tokens both times)."""
+
+    with_system: int | None  #: prompt tokens reported with the system message (None: no count)
+    without: int | None  #: ... without it
+    error: str | None = None  #: why there is no count ("TypeName: message")
+
+    @property
+    def kept(self) -> bool | None:
+        """True: kept; False: dropped; None: could not tell (an error, or no token counts)."""
+        if self.with_system is None or self.without is None:
+            return None
+        return self.with_system > self.without
+
+    def describe(self) -> str:
+        if self.kept is None:
+            return f"unknown: {self.error or 'the server reports no prompt tokens'}"
+        return (f"{self.with_system} prompt tokens with a system message, {self.without} without")
+
+
+_SYSTEM_PROBES: dict[tuple[str, str], SystemProbe] = {}
+
+
+def _prompt_tokens(endpoint: Any, model: str, messages: list[dict[str, str]]) -> int | None:
+    answer = endpoint.create({"model": model, "messages": messages, "max_tokens": 1, "temperature": 0.0})
+    usage = answer.get("usage") if isinstance(answer, dict) else None
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0 else None
+
+
+def probe_system(base_url: str, model: str, api_key: str, timeout: float) -> SystemProbe:
+    """Two one-token chat requests, asked the first time and remembered for the run: does the chat template
+    keep a system message? (llama-cpp-python's `gemma` format drops it silently.)"""
+    from apibank_bench.llm.http import APIError, ChatEndpoint, MalformedResponse
+
+    base_url = base_url.rstrip("/")
+    with _LOCK:
+        if (base_url, model) in _SYSTEM_PROBES:
+            return _SYSTEM_PROBES[base_url, model]
+    endpoint = ChatEndpoint(base_url, api_key, timeout)
+    user = {"role": "user", "content": SYSTEM_PROBE_USER}
+    try:
+        probe = SystemProbe(_prompt_tokens(endpoint, model, [{"role": "system", "content": SYSTEM_PROBE_SYSTEM}, user]),
+                            _prompt_tokens(endpoint, model, [user]))
+    except (APIError, MalformedResponse) as exc:
+        probe = SystemProbe(None, None, f"{type(exc).__name__}: {exc}"[:300])
+    with _LOCK:
+        return _SYSTEM_PROBES.setdefault((base_url, model), probe)

@@ -60,6 +60,7 @@ class BenchmarkRun:
         self.seen: set[tuple[str, int]] = set()  #: (instance, epoch) keys written
         self.done = self.correct = self.errors = self.cache_hits = 0
         self.answers = self.cut_answers = 0  #: the model's answers, and those that stopped at max_tokens
+        self.cut_texts: list[str] = []  #: the first few of those (which fix applies: runs.cut_answers)
         self.error_reasons: dict[str, str] = {}  #: an error row's reason code -> the first error message with it
         self.model: Any = None  #: this process's model client (None for the gold self-check)
         self.pool: InstancePool | None = None  #: this process's instances in flight
@@ -156,6 +157,8 @@ class BenchmarkRun:
         reasons = [turn["finish_reason"] for turn in turns if turn.get("finish_reason")]
         self.answers += len(reasons)
         self.cut_answers += reasons.count("length")
+        self.cut_texts += [str(turn.get("answer") or "") for turn in turns
+                           if turn.get("finish_reason") == "length"][:CUT_TEXTS_KEPT - len(self.cut_texts)]
         return row
 
     def _open_files(self) -> RunFiles:
@@ -175,11 +178,19 @@ class BenchmarkRun:
         if row is not None and row.is_error and OVERFLOW in str(row.error):
             found.append(("overflow", f"apibank: warning: {row.error}"))
         if self.cut_answers > CUT_SHARE * self.answers and (self.answers >= CUT_MIN_ANSWERS or row is None):
+            fix, what = self.cut_fix()
             found.append(("cut", f"apibank: warning: {self.cut_answers} of {self.answers} model answers stopped at "
-                          f"max_tokens ({self.cfg.max_tokens}): the model rambles, or the server applies no chat "
-                          "template for it (llama-cpp-python: --chat_format), and answers cut off seldom hold a "
-                          "call; summary.json counts them (answers_at_max_tokens)"))
+                          f"max_tokens ({self.cfg.max_tokens}), and answers cut off seldom hold a call; the fix is "
+                          f"the {fix}: {what}; summary.json counts them (answers_at_max_tokens)"))
         return found
+
+    def cut_fix(self) -> tuple[str, str]:
+        """Which fix applies to answers that stop at max_tokens (runs.cut_answers), for `--model` at its endpoint."""
+        from apibank_bench.agents.models import endpoint_models
+        from apibank_bench.runs.cut_answers import cut_fix
+
+        models = endpoint_models(self.cfg.base_url[0]) if self.cfg.base_url else None
+        return cut_fix(self.cfg, models, self.cut_texts)
 
     # -- solving, headless -----------------------------------------------------------------------
 
@@ -323,3 +334,4 @@ class BenchmarkRun:
 #: More than this share of the model's answers stopping at max_tokens is worth a warning (once the run has
 #: `CUT_MIN_ANSWERS` answers, or at its end): a model that rambles, or a server with no chat template for it.
 CUT_SHARE, CUT_MIN_ANSWERS = 0.25, 8
+CUT_TEXTS_KEPT = 20  #: cut answers kept to tell which fix applies (a model that writes the next turns)
