@@ -80,6 +80,29 @@ def tool_call(name: str, arguments: dict[str, Any] | str | None = None, *more: t
     ])
 
 
+#: How a model writes one tool call in each common format: the raw text a server's tool parser reads
+#: (hermes: Qwen 2.5/3, Hermes; llama3_json: Llama 3.1/3.2; mistral: Mistral 7B v0.3's tokenizer).
+RAW_TOOL_FORMATS = ("hermes", "llama3_json", "mistral")
+
+
+def raw_tool_text(format: str, name: str, arguments: dict[str, Any]) -> str:
+    call = {"name": name, "parameters" if format == "llama3_json" else "arguments": arguments}
+    if format == "hermes":
+        return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
+    if format == "mistral":
+        return f"[TOOL_CALLS] [{json.dumps(call)}]"
+    return json.dumps(call)
+
+
+def vllm_tool_reply(format: str, name: str, arguments: dict[str, Any], parsed: bool = True) -> Reply:
+    """vLLM's answer to a model that wrote one tool call in `format`: with a tool parser that reads it
+    (`--tool-call-parser hermes|llama3_json|mistral`), the call in `tool_calls` and `content` null, the
+    arguments re-serialized as JSON; without one, or a parser that failed on it, the raw text in `content`."""
+    if parsed:
+        return Reply(text=None, tool_calls=[{"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}])
+    return Reply(text=raw_tool_text(format, name, arguments))
+
+
 def error(status: int, headers: dict[str, str] | None = None, body: str | bytes | None = None) -> Reply:
     raw = body.encode() if isinstance(body, str) else body
     return Reply(status=status, headers=headers or {}, raw=raw)

@@ -167,8 +167,9 @@ def test_the_summary_counts_reasons_and_the_table_shows_them():
 def test_every_code_names_its_stage_and_is_written_as_spelled():
     assert [str(reason) for reason in Reason] == [
         "parse:empty", "parse:no_call", "parse:syntax", "parse:positional", "parse:kwargs", "parse:value",
+        "parse:tool_arguments", "parse:tool_unknown", "parse:tool_schema", "parse:tool_in_text",
         "api_name:mismatch", "api_name:unknown_api", "score:wrong_result", "score:api_exception", "score:search_miss",
-        "error:timeout", "error:context_length", "error:endpoint", "error:model", "error:interrupted",
+        "score:argument_type", "error:timeout", "error:context_length", "error:endpoint", "error:model", "error:interrupted",
         "error:time_limit", "error:solver_crash", "error:scorer_crash", "error:worker_crash", "error:cut_answer"]
     assert {reason.stage for reason in Reason} == set(Stage)
     assert all(str(reason).startswith(f"{reason.stage}:") for reason in Reason)

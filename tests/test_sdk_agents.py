@@ -19,6 +19,7 @@ from apibank_bench.core.settings import RunConfig
 from apibank_bench.runs.naming import results_dir
 from apibank_bench.llm import ChatClient, ModelConfig
 from apibank_bench.scoring.scorer import Scorer
+from apibank_bench.scoring.stage import Reason
 from apibank_bench.data.tasks import get_task, render_call
 from tests.openai_stub import OpenAIStub, Reply, error, tool_call
 
@@ -105,8 +106,13 @@ def test_a_text_answer_with_a_bracketed_call_still_counts(stub, task):
 
 def test_a_call_to_an_unknown_tool_is_a_wrong_answer_not_an_error(stub, task):
     solution = solve(stub, task, "single", calls=lambda body: ("DeleteEverything", {"now": True}))
-    assert solution.answer == "[DeleteEverything(now=True)]" and solution.error is None
+    assert solution.answer == "" and solution.error is None  # no API of the level: the (empty) text is read
+    assert solution.prediction.error.reason == Reason.PARSE_TOOL_UNKNOWN
     assert solution.to_trace()["agents"][0]["error"] is None
+    # an API of the level the agent was not given is read, as the reference reads it in a text answer
+    solution = solve(stub, task, "single", calls=lambda body: ("GetToday", {}))
+    assert "GetToday" not in [schema["name"] for schema in visible_schemas(task)]
+    assert solution.answer == "[GetToday()]" and solution.answered_by == "tool_call"
 
 
 def test_tool_arguments_that_are_not_a_json_object_leave_the_text_to_read(stub, task):
@@ -116,6 +122,7 @@ def test_tool_arguments_that_are_not_a_json_object_leave_the_text_to_read(stub, 
     stub.push(tool_call("AddAlarm", "{not json"))
     solution = solve(stub, task, "single")
     assert solution.answer is not None and not solution.answer and solution.error is None
+    assert (solution.answered_by, solution.prediction.error.reason) == ("text_fallback", Reason.PARSE_TOOL_ARGUMENTS)
 
 
 def test_a_vote_among_sdk_peers_breaks_ties_to_the_earliest_agent(stub, task):

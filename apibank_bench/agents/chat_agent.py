@@ -13,6 +13,7 @@ from apibank_bench.data.tasks import Task
 from apibank_bench.agents.prompts import role_prompt, task_prompt, visible_schemas
 from apibank_bench.agents.seeds import agent_seed
 from apibank_bench.agents.solution import Solution
+from apibank_bench.agents.tool_answer import AnsweredBy
 from apibank_bench.agents.turn import AgentTurn
 from apibank_bench.agents.team_models import TeamModels
 from apibank_bench.agents.vote import canonical_text
@@ -44,13 +45,15 @@ class Agents:
     """
 
     def __init__(self, model: "ChatClient | TeamModels", topology: str, prompts_dir: str | None = None,
-                 message_format: str = "freeform", team_size: int = 1) -> None:
+                 message_format: str = "freeform", team_size: int = 1, *,
+                 tool_parse: str = "both") -> None:
         self.models = TeamModels.of(model)
         self.model = self.models.default  #: the `--model` client (the run's seed and settings)
         self.topology = topology
         self.prompts_dir = prompts_dir
         self.message_format = message_format
         self.team_size = team_size
+        self.tool_parse = tool_parse  #: where a function-calling agent's tool call is read (agents.tool_answer)
         self._grammars: dict[tuple[str, str], dict] = {}  #: (task ID, server kind) -> its grammar field
 
     def ask(self, task: Task, role: str, context: str = "", *, index: int = 0, round: int = 0) -> AgentTurn:
@@ -95,8 +98,10 @@ class Agents:
 
     @staticmethod
     def answered(turn: AgentTurn, completion: Completion, answer: str) -> AgentTurn:
-        """The turn with its answer and the completion's usage filled in."""
+        """The turn with its answer, the path it came through and the completion's usage filled in."""
         turn.answer = answer
+        if turn.error or turn.answered_by is None:  # a chat agent answers in text; a failed request answers nothing
+            turn.answered_by = AnsweredBy.NONE if turn.error or not answer.strip() else AnsweredBy.TEXT
         call = turn.submitted().call
         turn.call = None if call is None else canonical_text(call)
         turn.prompt_tokens, turn.completion_tokens = completion.prompt_tokens, completion.completion_tokens
@@ -157,6 +162,7 @@ def solution_from(turns: list[AgentTurn], chosen: AgentTurn | None, trace: dict[
         trace=trace,
         turns=list(turns),
         prediction=None if chosen is None else chosen.submitted(),
+        answered_by=None if chosen is None else chosen.answered_by,
         prompt_tokens=sum(turn.prompt_tokens for turn in turns),
         completion_tokens=sum(turn.completion_tokens for turn in turns),
         model_calls=len(turns),

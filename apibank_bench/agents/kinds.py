@@ -20,4 +20,5 @@ AGENT_KINDS.load_with(_load)
 
 
 def make_agents(cfg, model) -> Agents:
-    return AGENT_KINDS.get(cfg.agent_kind)(model, cfg.topology, cfg.prompts_dir, cfg.message_format, cfg.team_size)
+    return AGENT_KINDS.get(cfg.agent_kind)(model, cfg.topology, cfg.prompts_dir, cfg.message_format, cfg.team_size,
+                                           tool_parse=cfg.tool_parse)

@@ -1,10 +1,11 @@
 """`sdk` agents: each turn is an OpenAI Agents SDK agent with the task's visible APIs as function tools.
 
-The agent's first tool call is its answer, rendered as the bracketed call, and the
-run stops there (`stop_on_first_tool`, one model request). An agent that answers
-in text instead, or whose first tool call's arguments are not a JSON object, is
-read like a chat agent's answer (its last bracketed call counts). A call to a tool
-the agent was not given is still its answer (a wrong one, not an error).
+The agent's first usable tool call is its answer, rendered as the bracketed call, and the
+run stops there (`stop_on_first_tool`, one model request). Where the call is read (the
+server's `tool_calls`, the client's reading of the text, or both: `--tool-parse`), what makes it
+usable, and the path each answer came through (`answered_by`) are agents.tool_answer's. An agent
+that answers in text, or whose tool call is unusable, is read like a chat agent (its last
+bracketed call counts).
 
 The SDK's chat-completions model gets `ClientBridge` as its OpenAI client: the SDK
 builds the request (messages, tools) and reads the response, while the request
@@ -15,14 +16,16 @@ sampling settings, seeds, retries, in-flight cap, response cache and usage stats
 from __future__ import annotations
 
 import asyncio
-import json
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
 from apibank_bench.llm import ChatClient, Completion, ModelError
+from apibank_bench.data import specs
 from apibank_bench.data.tasks import Task, render_call
 from apibank_bench.agents.chat_agent import Agents, AgentTurn
 from apibank_bench.agents.prompts import visible_schemas
+from apibank_bench.agents.tool_answer import read_answer
+from apibank_bench.agents.tool_text import loads
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -52,7 +55,7 @@ def parameters_schema(input_parameters: Any) -> dict[str, Any]:
 def predicted_call(name: str, arguments: str) -> str | None:
     """A tool call as the bracketed call; None if its arguments are not a JSON object."""
     try:
-        values = json.loads(arguments or "{}")
+        values = loads(arguments or "{}")
     except ValueError:
         return None
     return render_call(name, values) if isinstance(values, dict) else None
@@ -119,8 +122,9 @@ class SdkAgents(Agents):
         client = self.client(role, index)
         turn = AgentTurn(role=role, messages=messages, round=round, index=index, model=client.config.model)
         bridge = ClientBridge(client, self.seed(index, round))
+        schemas = visible_schemas(task)
         agent = Agent(name=role, instructions=messages[0]["content"],
-                      tools=[function_tool(schema) for schema in visible_schemas(task)],
+                      tools=[function_tool(schema) for schema in schemas],
                       model=OpenAIChatCompletionsModel(model=client.config.model or "",
                                                        # the bridge is the part of the client the model uses
                                                        openai_client=cast("AsyncOpenAI", bridge)),
@@ -134,6 +138,8 @@ class SdkAgents(Agents):
             # else the SDK refused an answer the model did give (e.g. an unknown tool): that answer stands
         completion = bridge.completion or Completion(text="")
         turn.tool_calls = list(completion.tool_calls)
-        first = completion.tool_calls[0] if completion.tool_calls else None
-        answer = predicted_call(first["name"], first["arguments"]) if first else None
-        return self.answered(turn, completion, completion.text if answer is None else answer)
+        read = read_answer(completion.text, completion.tool_calls, schemas, self.tool_parse,
+                           specs.specs(specs.api_set_for_level(task.level)))
+        turn.answered_by, turn.tool_reason = read.answered_by, read.reason
+        turn.text_tool_call = None if read.text_call is None else read.text_call.to_dict()
+        return self.answered(turn, completion, read.answer)

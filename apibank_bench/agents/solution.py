@@ -20,6 +20,7 @@ class Solution:
     error: str | None = None  #: a model error that stopped this instance (recorded, not raised)
     turns: list[AgentTurn] | None = None  #: the agents' turns, typed until the trace is written (None: no agents)
     prediction: Prediction | None = None  #: `answer` parsed already (None: the scorer parses it)
+    answered_by: str | None = None  #: the path the scored answer came through (agents.tool_answer; None: no agent)
 
     def to_trace(self) -> dict[str, Any]:
         """The trace as its file holds it: `trace`, then the turns as `agents`."""

@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from typing import Any
 
+from apibank_bench.scoring.parsing import ParseError
 from apibank_bench.scoring.prediction import Prediction
+from apibank_bench.scoring.stage import Reason
+
+#: Parse failures that mean "no call in the text": a tool call's own reason, when it has one, says more.
+_NO_CALL = (Reason.PARSE_EMPTY, Reason.PARSE_NO_CALL)
 
 
 @dataclass
@@ -32,18 +38,31 @@ class AgentTurn:
     emits_call: bool = True  #: False for a free-text turn (a delegation): not scored as a call
     model: str = ""  #: the model that answered (its role's, `--model-role`; else `--model`)
     tool_calls: list[dict[str, str]] = field(default_factory=list)  #: an SDK agent's tool calls ({name, arguments})
+    answered_by: str | None = None  #: the path its answer came through (agents.tool_answer.AnsweredBy)
+    tool_reason: str | None = None  #: why a tool call it offered was not its answer (a parse-stage Reason)
+    text_tool_call: dict[str, Any] | None = None  #: the tool call the client read in its text (agents.tool_text)
     #: `answer` parsed once (`submitted`): the vote, the team's score and each agent's score read it; not written
     prediction: Prediction | None = field(default=None, compare=False, repr=False)
 
     def submitted(self) -> Prediction:
         """What the turn submits (its chosen bracketed call, else its answer trimmed), parsed once per answer."""
         if self.prediction is None or self.prediction.answer != self.answer:
-            self.prediction = Prediction.submitted(self.answer)
+            prediction = Prediction.submitted(self.answer)
+            if self.tool_reason and prediction.error is not None and prediction.error.reason in _NO_CALL:
+                reason = Reason(self.tool_reason)
+                prediction = Prediction(prediction.answer, prediction.text, None,
+                                        ParseError(f"no usable tool call ({reason}) and no call in the text", reason))
+            self.prediction = prediction
         return self.prediction
 
     def to_dict(self) -> dict[str, Any]:
         """The turn as its trace holds it (`prediction` aside: the trace holds the answer and the call)."""
-        return {name: copy.deepcopy(getattr(self, name)) for name in _WRITTEN}
+        return {name: _plain(copy.deepcopy(getattr(self, name))) for name in _WRITTEN}
+
+
+def _plain(value: Any) -> Any:
+    """An enum member as its plain str (a trace crosses xdist's channel, which takes no enum)."""
+    return str(value) if isinstance(value, StrEnum) else value
 
 
 _WRITTEN = tuple(spec.name for spec in fields(AgentTurn) if spec.name != "prediction")

@@ -264,12 +264,12 @@ class BenchSession(XdistParts):
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """The closing table, under pytest; `apibank-bench run` prints it itself, as its last lines."""
         if self.run.summary and not self.config.hook.pytest_apibank_owns_screen(config=self.config):
-            from apibank_bench.runs.closing import closing_lines
+            from apibank_bench.runs.closing import YellowLine, closing_lines
 
             terminalreporter.write_line("")
             for line in closing_lines(self.run.cfg, self.run.summary, self.run.error_reasons,
                                       terminalreporter._tw.fullwidth):
-                terminalreporter.write_line(line)
+                terminalreporter.write_line(line, yellow=isinstance(line, YellowLine))
 
     def pytest_unconfigure(self, config: Any) -> None:  # also after Ctrl-C: queued instances are cancelled
         self.progress.stop_line()

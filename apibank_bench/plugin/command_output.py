@@ -62,8 +62,9 @@ class RunOutput:
 
     def pytest_unconfigure(self, config: Any) -> None:
         if self.summary:
-            from apibank_bench.runs.closing import closing_lines
+            from apibank_bench.runs.closing import YellowLine, closing_lines
 
-            lines = closing_lines(self.run.cfg, self.summary, self.run.error_reasons,
-                                  config.get_terminal_writer().fullwidth)
-            print("\n".join(lines), flush=True)
+            writer = config.get_terminal_writer()
+            lines = closing_lines(self.run.cfg, self.summary, self.run.error_reasons, writer.fullwidth)
+            print("\n".join(writer.markup(line, yellow=True) if isinstance(line, YellowLine) else line
+                            for line in lines), flush=True)

@@ -198,6 +198,19 @@ def reasons_table(runs: list[Run], summaries: list[dict]) -> str:
     return _table(["reason", *(run.name for run in runs)], rows)
 
 
+def answered_by_table(runs: list[Run], summaries: list[dict]) -> str:
+    """Which path each run's answers came through (agents.tool_answer.AnsweredBy), a row per path, a column per run;
+    a run no answer of which came through a tool call is marked."""
+    parts = [(s.get("answered_by") or {}).get("rows") or {} for s in summaries]
+    paths = list(dict.fromkeys(path for part in parts for path in part))
+    rows = [[path, *(part.get(path, 0) if part else "—" for part in parts)] for path in paths]
+    no_tools = [run.name for run, s in zip(runs, summaries)
+                if s.get("answered_by") and not s["answered_by"].get("tool_calls")]
+    note = "".join(f'<p class="note">{escape(name)}: no answer came through a tool call (all read from text)</p>'
+                   for name in no_tools)
+    return note + _table(["answered by", *(run.name for run in runs)], rows)
+
+
 def api_table(runs: list[Run], summaries: list[dict]) -> str:
     apis = sorted({api for s in summaries for api in s["by_api"]})
     rows = [[api, *(counts_text(s["by_api"][api]) if api in s["by_api"] else "—"
@@ -362,6 +375,8 @@ def build_report(paths: list, out: Path, seed: int = 0, prices=None) -> Path:
          + role_table(runs, summaries)),
         ("Accuracy per gold API", api_table(runs, summaries)),
     ]
+    if any(s.get("answered_by") for s in summaries):
+        sections.insert(3, ("Which path answered: tool call or text", answered_by_table(runs, summaries)))
     if any("epochs" in s for s in summaries):
         sections.append(("Repeats: epochs, pass@k, majority of K, flip rate", epochs_table(runs, summaries)))
     if any(s.get("team") for s in summaries):

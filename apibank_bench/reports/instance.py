@@ -110,6 +110,13 @@ def turn_lines(turn: dict, prompt_chars: int) -> list[str]:
     lines += ["  answer:", *("    " + line for line in (str(turn.get("answer") or "") or "(empty)").splitlines())]
     for call in turn.get("tool_calls") or ():
         lines.append(f"  tool call: {call.get('name')}({call.get('arguments')})")
+    found = turn.get("text_tool_call")
+    if found:
+        lines.append(f"  tool call in the text ({found.get('format')}): "
+                     + ("malformed" if found.get("malformed") else f"{found.get('name')}({found.get('arguments')})"))
+    if turn.get("answered_by"):
+        lines.append(f"  answered by: {turn['answered_by']}"
+                     + (f" (tool call not read: {turn['tool_reason']})" if turn.get("tool_reason") else ""))
     lines.append(f"  parsed call: {turn.get('call') or 'none'}")
     if turn.get("error"):
         lines.append(f"  error: {turn['error']}")
@@ -158,6 +165,8 @@ def sections(instance: Instance, prompt_chars: int = PROMPT_CHARS, root=None) ->
               f"stage:       {row.stage}" + (" (correct)" if row.is_correct else "")]
     if row.reason:
         result.append(f"reason:      {row.reason}")
+    if row.answered_by:
+        result.append(f"answered by: {row.answered_by}")
     if row.error:
         result.append(f"error:       {row.error}")
     blocks = [(instance.id, head), ("dialogue", dialogue_lines(instance.id, root))]

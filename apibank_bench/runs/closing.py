@@ -14,6 +14,25 @@ from apibank_bench.runs.naming import results_dir
 from apibank_bench.scoring.stage import Stage
 
 
+class YellowLine(str):
+    """A line of the closing table printed in yellow where the terminal has colour."""
+
+
+def answered_by_lines(paths: dict | None) -> list[str]:
+    """Which path a function-calling run's answers came through, and a warning when none came through a tool call."""
+    if not paths:
+        return []
+    counts = paths["rows"]
+    lines = ["answered by: " + ", ".join(f"{path} {count}" for path, count in counts.items())]
+    turns = paths.get("turns") or {}
+    if turns and turns != counts:
+        lines.append("agent turns answered by: " + ", ".join(f"{path} {count}" for path, count in turns.items()))
+    if not paths.get("tool_calls"):
+        lines.append(YellowLine(f"NO TOOL CALLS: none of the {sum(counts.values())} answers came through a tool call; "
+                             "every one was read from text, so this is not a function-calling result"))
+    return lines
+
+
 def closing_lines(cfg, summary: dict, error_reasons: dict[str, str] | None = None, width: int = 80) -> list[str]:
     """The closing table: a rule with the run's name, the table, what is incomplete, and where the results are."""
     model = summary["config"].get("model", {}).get("model", "?")
@@ -22,6 +41,8 @@ def closing_lines(cfg, summary: dict, error_reasons: dict[str, str] | None = Non
     if protocol:
         label = f"{cfg.topology} ({protocol}) / {model}"
     lines = [f" API-Bank: {label} ".center(width, "="), *table_lines(summary)]
+    if cfg.agent_kind == "sdk" or cfg.topology == "agents_sdk":
+        lines += answered_by_lines(summary.get("answered_by"))
     counts = Counter({code: count for code, count in (summary.get("failures_by_reason") or {}).items()
                       if code.startswith(f"{Stage.ERROR}:")})
     for code, count in counts.most_common(3):

@@ -151,6 +151,7 @@ def _result(task: Task, solution: Solution, score: Score, elapsed: float, endpoi
                               completion_tokens=solution.completion_tokens, latency_s=round(elapsed, 4),
                               model_calls=solution.model_calls,
                               **({"agent_answers": [turn.answer for turn in turns]} if turns else {}),
+                              **({"answered_by": str(solution.answered_by)} if solution.answered_by else {}),
                               **(team or {}))
     trace = {"id": task.combined_id, "epoch": epoch, "gold_call": task.gold_call, "result": row.to_json(),
              **solution.to_trace()}  # the turns become JSON here, once

@@ -12,7 +12,7 @@ file remembers that file's keys in their order (`layout`), its unknown keys incl
 version's field, the `<key>_truncated` notes of a cut string, `extra`): written back, it is the
 line it was read from.
 
-In Python the stage is a `Stage` and the reason a `Reason`; in JSON plain strs (xdist's channel serializes
+In Python the stage is a `Stage`, the reason a `Reason` and `answered_by` an `AnsweredBy`; in JSON plain strs (xdist's channel serializes
 no enum). A reason code this version does not know (a newer version's) is kept as the str it read.
 """
 
@@ -22,6 +22,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from apibank_bench.agents.tool_answer import AnsweredBy
 from apibank_bench.scoring.stage import Reason, Stage
 
 _COLUMN = {"column": True}  #: written in every row, null or not (readers may rely on the key)
@@ -49,6 +50,9 @@ class ResultRow:
     latency_s: float | None = None
     model_calls: int | None = None
     agent_answers: list | None = None  #: a team's agents' final answers, one per agent turn
+    #: the path the scored answer came through: `tool_call`, `client_parse`, `text`, `text_fallback` or `none`
+    #: (agents.tool_answer.AnsweredBy); absent when no agent answered (the gold self-check, `score`)
+    answered_by: AnsweredBy | str | None = None
     # A team's agents scored (runs.team).
     agents_correct: list[dict] | None = None  #: per scored turn: role, round, index, correct, stage
     oracle: bool | None = None  #: some agent's final call is correct
@@ -64,6 +68,8 @@ class ResultRow:
             object.__setattr__(self, "stage", Stage(self.stage))
         if self.reason is not None and not isinstance(self.reason, Reason):
             object.__setattr__(self, "reason", _reason(self.reason))
+        if self.answered_by is not None and not isinstance(self.answered_by, AnsweredBy):
+            object.__setattr__(self, "answered_by", _known(AnsweredBy, self.answered_by))
 
     @property
     def is_error(self) -> bool:
@@ -88,7 +94,7 @@ class ResultRow:
     def to_json(self) -> dict[str, Any]:
         """The row as results.jsonl holds it: plain JSON values, in the file's order (see the docstring)."""
         line = {spec.name: getattr(self, spec.name) for spec in _FIELDS if self._written(spec)}
-        for key in ("stage", "reason"):  # plain str in JSON
+        for key in ("stage", "reason", "answered_by"):  # plain str in JSON
             if line.get(key) is not None:
                 line[key] = str(line[key])
         line.update(self.extra)
@@ -110,7 +116,12 @@ _NAMES = frozenset(spec.name for spec in _FIELDS)
 
 
 def _reason(code: str) -> Reason | str:
+    return _known(Reason, code)
+
+
+def _known(kind, code: str):
+    """`code` as a member of the enum `kind`, or the str it is when this version does not know it."""
     try:
-        return Reason(code)
+        return kind(code)
     except ValueError:
         return code

@@ -19,7 +19,8 @@ from apibank_bench.runs.epochs import correct_epochs, epoch_summary
 from apibank_bench.runs.stats import clustered_wilson, ratio_bootstrap
 from apibank_bench.runs.team import team_summary
 from apibank_bench.runs.row import ResultRow
-from apibank_bench.scoring.stage import Stage
+from apibank_bench.agents.tool_answer import AnsweredBy
+from apibank_bench.scoring.stage import Reason, Stage
 
 UNRECORDED = "unrecorded"  #: the reason of a failed row written before reason codes
 SMALL_N = 20  #: below this many instances an accuracy is flagged as too noisy to read alone
@@ -177,9 +178,28 @@ def cache_use(traces: Iterable[dict]) -> dict:
     return {"model_calls": len(turns), "answered_by_cache": sum(1 for turn in turns if turn.get("cached"))}
 
 
+def _path_counts(paths: Iterable[str]) -> dict[str, int]:
+    """Counts of answer paths: every path this version knows (0 when unused), then any other, as read."""
+    counts = Counter(paths)
+    return {**{str(path): counts.pop(str(path), 0) for path in AnsweredBy}, **dict(sorted(counts.items()))}
+
+
+def answered_by(rows: list[ResultRow], traces: Iterable[dict] = ()) -> dict | None:
+    """Which path the scored answers came through (`rows`: per row) and every agent turn's (`turns`: over the
+    traces), as counts of agents.tool_answer.AnsweredBy; `tool_calls`: rows answered by a tool call, the
+    server's or one the client read. None when no row names its path (the gold self-check, `score`)."""
+    named = [str(row.answered_by) for row in rows if row.answered_by is not None]
+    if not named:
+        return None
+    turns = [str(turn["answered_by"]) for trace in traces for turn in trace.get("agents") or ()
+             if turn.get("answered_by")]
+    return {"rows": _path_counts(named), "turns": _path_counts(turns),
+            "tool_calls": sum(1 for path in named if path in (AnsweredBy.TOOL_CALL, AnsweredBy.CLIENT_PARSE))}
+
+
 def summarize_rows(rows: list[ResultRow], traces: Iterable[dict] = ()) -> dict:
-    """The statistics of summary.json for a run's results rows (and its traces, for per-role tokens
-    and the response cache's share).
+    """The statistics of summary.json for a run's results rows (and its traces, for per-role tokens,
+    the response cache's share and the agent turns' answer paths).
 
     A run of several epochs adds `epochs` (runs.epochs) overall and per level; a team run adds
     `team` (runs.team).
@@ -201,7 +221,11 @@ def summarize_rows(rows: list[ResultRow], traces: Iterable[dict] = ()) -> dict:
         "tokens_per_correct": tokens_per_correct(rows),
         "tokens_per_correct_by_role": role_tokens_per_correct(traces),
         "cache": cache_use(traces),
+        "argument_type": reasons.get(str(Reason.SCORE_ARGUMENT_TYPE), 0),
     }
+    paths = answered_by(rows, traces)
+    if paths:
+        summary["answered_by"] = paths
     if any(row.epoch for row in rows):
         summary["epochs"] = epoch_summary(rows)
         summary["correct_epochs"] = {task_id: c for task_id, (c, _) in correct_epochs(rows).items()}
@@ -252,6 +276,9 @@ def table_lines(summary: dict) -> list[str]:
     lines.append("failures by stage: " + ", ".join(f"{k} {v}" for k, v in summary["failures_by_stage"].items()))
     if summary.get("failures_by_reason"):  # (summaries written before reason codes have none)
         lines.append("failures by reason: " + ", ".join(f"{k} {v}" for k, v in summary["failures_by_reason"].items()))
+    if summary.get("argument_type"):
+        lines.append(f"argument types: {summary['argument_type']} calls named the gold API with its arguments in "
+                     "another JSON type (score:argument_type; the API's verdict stands)")
     tokens = summary["tokens_per_instance"]
     if tokens["total_per_instance"] is not None:
         lines.append(f"tokens per instance: {tokens['total_per_instance']:.0f}"

@@ -7,7 +7,8 @@ call (stage `score`; `api_scorers`): for most APIs the dialogue's earlier calls
 are replayed in a fresh environment, the predicted call is executed, and the
 API's own `check_api_call_correctness` compares it with the recorded gold
 result; APIs with scorers of their own register them in `api_scorers`.
-A wrong answer's `reason` (scoring.stage.Reason) says why in a code.
+A wrong answer's `reason` (scoring.stage.Reason) says why in a code; a call whose arguments differ
+from the gold's only in JSON type is `score:argument_type` (scoring.argument_types), its verdict unchanged.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Iterable
 from apibank_bench.core.paths import require_root
 from apibank_bench.data import specs
 from apibank_bench.data.tasks import Task, render_call
+from apibank_bench.scoring.argument_types import type_only_difference
 from apibank_bench.scoring.api_scorers import scorer_for, slow_loads, wrong_reason
 from apibank_bench.scoring.prediction import Prediction
 from apibank_bench.scoring.stage import Reason, Stage
@@ -43,6 +45,12 @@ class Score:
 
 def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def _type_slip(arguments: dict[str, Any], task: Task) -> Reason | None:
+    """`score:argument_type` when the arguments differ from the gold's only in JSON type (the verdict stays
+    the API's own: this only names the failure)."""
+    return Reason.SCORE_ARGUMENT_TYPE if type_only_difference(arguments, task.gold.params) else None
 
 
 def _is_api(name: str, level: str) -> bool:
@@ -93,8 +101,10 @@ class Scorer:
         try:
             correct, error, result = scorer_for(name)(task, arguments, self)
         except Exception as exc:  # as the reference: an API, check or search failing on this answer fails it only
-            return Score(False, Stage.SCORE, describe(exc), name, arguments, reason=Reason.SCORE_API_EXCEPTION)
-        return Score(correct, Stage.SCORE, error, name, arguments, result, None if correct else wrong_reason(name))
+            return Score(False, Stage.SCORE, describe(exc), name, arguments,
+                         reason=_type_slip(arguments, task) or Reason.SCORE_API_EXCEPTION)
+        wrong = None if correct else _type_slip(arguments, task) or wrong_reason(name)
+        return Score(correct, Stage.SCORE, error, name, arguments, result, wrong)
 
     def gold_replay(self, task: Task) -> Score:
         """Score the task's own gold call: a self-check of the data and the environment."""

@@ -30,11 +30,19 @@ class Reason(StrEnum):
     PARSE_POSITIONAL = "parse:positional"  #: a call with a positional argument
     PARSE_KWARGS = "parse:kwargs"  #: a call with `**kwargs`
     PARSE_VALUE = "parse:value"  #: an argument that is not a literal (`x=f()`)
+    # A function-calling agent's tool call that cannot be its answer (agents.tool_answer); the text was read instead
+    # and held no call. `parse:tool_in_text`: the text holds a tool call that `--tool-parse server` does not read.
+    PARSE_TOOL_ARGUMENTS = "parse:tool_arguments"  #: a tool call whose arguments are not a JSON object
+    PARSE_TOOL_UNKNOWN = "parse:tool_unknown"  #: a call to a tool that is no API of the task's level
+    PARSE_TOOL_SCHEMA = "parse:tool_schema"  #: arguments the tool's schema does not declare
+    PARSE_TOOL_IN_TEXT = "parse:tool_in_text"  #: a tool call left in the text, under `--tool-parse server`
     API_NAME_MISMATCH = "api_name:mismatch"  #: an existing API, not the gold call's
     API_NAME_UNKNOWN = "api_name:unknown_api"  #: a name that is no API of API-Bank
     SCORE_WRONG_RESULT = "score:wrong_result"  #: executed; the API's own check says its result is not the gold's
     SCORE_API_EXCEPTION = "score:api_exception"  #: executing or checking the call raised (a missing argument ...)
     SCORE_SEARCH_MISS = "score:search_miss"  #: a search API's scorer found other results than the gold's
+    #: the API's own check failed, and the arguments differ from the gold's only in JSON type (`'100'` for `100`)
+    SCORE_ARGUMENT_TYPE = "score:argument_type"
     ERROR_TIMEOUT = "error:timeout"  #: a model request timed out (after its retries)
     ERROR_CONTEXT_LENGTH = "error:context_length"  #: the prompt did not fit the server's context
     ERROR_ENDPOINT = "error:endpoint"  #: the endpoint failed otherwise: connection, HTTP status, malformed answer

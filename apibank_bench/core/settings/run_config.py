@@ -79,6 +79,11 @@ class RunConfig:
     agent_kind: str = setting(
         "what answers at each node of every topology", default="chat",
         choices=HANDED_DOWN)
+    tool_parse: str = setting(
+        "where an `sdk` agent's tool call is read: `server` (only the server's `tool_calls`), `client` (the "
+        "raw text, parsed here: hermes/Qwen `<tool_call>`, Llama 3 JSON, Mistral `[TOOL_CALLS]`, a bare JSON "
+        "object) or `both` (`tool_calls` first, then the text); see [Function calling](function-calling.md)",
+        default="both", choices=("server", "client", "both"))
     vote: str = setting(
         "how voting teams count calls: `reference` (exact arguments, as the reference harness) or "
         "`normalized` (string values trimmed)", default="reference", choices=("reference", "normalized"))
