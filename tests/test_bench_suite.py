@@ -10,12 +10,15 @@ import sys
 import time
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from apibank_bench.data import manifests
 from apibank_bench.agents.prompts import format_history
 from apibank_bench.core.paths import PROJECT_ROOT
+from apibank_bench.runs import versions
 from apibank_bench.runs.results import read_jsonl
+from apibank_bench.runs.schemas import FILE_NAMES, SCHEMA_DIR
 from apibank_bench.data.tasks import get_task
 from apibank_bench.llm.local_server import SERVER_MODULE
 
@@ -68,6 +71,14 @@ def test_gold_run_passes_all_100_in_manifest_order_with_xdist(tmp_path):
     tests = payload["tests"]
     assert sorted(test["metadata"]["apibank"]["id"] for test in tests) == sorted(EVAL_IDS)
     assert all(test["metadata"]["apibank"]["correct"] for test in tests)
+    # ... each a results row that follows the row's shipped schema, beside a summary that follows its own
+    # (docs/schemas.md: what a consumer of the report reads)
+    row_schema, summary_schema = (json.loads((SCHEMA_DIR / FILE_NAMES[kind]).read_text())
+                                  for kind in (versions.RESULTS_ROW, versions.SUMMARY))
+    for test in tests:
+        jsonschema.validate(test["metadata"]["apibank"], row_schema)
+        assert test["metadata"]["apibank"]["schema_version"] == 1
+    jsonschema.validate(payload["apibank"], summary_schema)
 
 
 def test_k_level3_selects_exactly_the_34_level3_instances(tmp_path):

@@ -59,7 +59,8 @@ def test_long_answers_are_stored_cut_with_length_and_hash_but_scored_whole(tmp_p
 
     RunFiles(tmp_path).append(prediction, row, {"id": task.combined_id, "agents": [{"answer": answer}] * 2})
     written = read_jsonl(tmp_path / RESULTS)[0]
-    assert list(written)[-2:] == ["agent_answers", "agent_answers_truncated"]  # the note beside what it notes
+    assert list(written)[-3:] == ["agent_answers", "agent_answers_truncated", "schema_version"]  # the note beside
+    # what it notes; the row's version its last key
     trace = (tmp_path / TRACES / trace_name(task.combined_id)).read_text(encoding="utf-8")
     assert len(trace) < 3 * MAX_STORED_CHARS
     assert json.loads(trace)["agents"][1]["answer_truncated"]["length"] == len(answer)
@@ -135,9 +136,11 @@ def test_the_stage_is_a_stage_in_python_and_a_plain_str_in_json():
 
 def test_a_new_row_writes_its_columns_and_the_optional_fields_it_was_given():
     assert list(ResultRow("a").to_json()) == ["id", "epoch", "level", "correct", "stage", "error", "predicted_call",
-                                              "gold_call"]  # a row of `score`: no usage fields, not even null ones
+                                              "gold_call", "schema_version"]  # a row of `score`: no usage fields,
+    # not even null ones; its version last
     given = ResultRow("a", prompt_tokens=None, model_calls=1, agent_answers=None, nulls=frozenset({"prompt_tokens"}))
-    assert list(given.to_json())[8:] == ["prompt_tokens", "model_calls"]  # given as None: null; never given: absent
+    assert list(given.to_json())[8:] == ["prompt_tokens", "model_calls", "schema_version"]  # given as None: null;
+    # never given: absent
     assert given == ResultRow.from_json(given.to_json())  # the same row, whatever JSON form it came from
 
 

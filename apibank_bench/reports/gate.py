@@ -16,7 +16,6 @@ plugin layer, on the comparison it shares with `compare`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,8 +25,7 @@ from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.core.settings import flag
 from apibank_bench.reports.compare import (Run, compare_pair, format_p, load_run, mismatches, paired_lines,
                                           significantly_worse)
-from apibank_bench.core.files import write_atomic
-from apibank_bench.runs.results import SUMMARY
+from apibank_bench.runs.results import write_summary
 
 #: What a baseline must share with the run (of compare's MUST_AGREE: the rules of `compare.pair`;
 #: the selection may differ).
@@ -129,11 +127,11 @@ class Gate:
         except (BaselineRefused, FileNotFoundError) as exc:  # a clean line and a usage error, never a traceback
             self.problem = f"apibank gate: {flag('baseline')} {self.baseline.path}: refused: {exc}"
             summary["gate"] = {"baseline": str(self.baseline.path), "refused": str(exc)}
-            write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1, ensure_ascii=False))
+            write_summary(out_dir, summary)
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
         summary["gate"] = self.verdict.to_dict()
-        write_atomic(out_dir / SUMMARY, json.dumps(summary, indent=1, ensure_ascii=False))
+        write_summary(out_dir, summary)
         if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             # The gate decides: wrong answers are what it weighs; errors and unrun cases still fail.
             incomplete = summary.get("errors") or summary.get("not_run")

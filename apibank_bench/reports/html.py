@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from apibank_bench.reports.compare import MDD_NOTE, Run, compare_runs, first_epoch, format_mdd, format_p, load_run
 from apibank_bench.runs.epochs import correct_epochs
-from apibank_bench.runs.results import SUMMARY, TRACES, trace_name
+from apibank_bench.runs.results import SUMMARY, TRACES, read_trace, trace_name
 from apibank_bench.runs.team import protocol_words
 from apibank_bench.runs.summary import counts_text, gold_api_name, interval_text, read_traces, summarize_rows
 from apibank_bench.reports.sweep_table import SEEDS_CSV, SWEEP_CSV
@@ -261,7 +261,7 @@ def instance_pages(runs: list[Run], out: Path, trace_dirs: list[str]) -> dict[tu
             trace_file = run.path / TRACES / trace_name(row.id)
             if not trace_file.is_file():
                 continue
-            trace = json.loads(trace_file.read_text(encoding="utf-8"))
+            trace = read_trace(trace_file)
             name = trace_name(row.id).removesuffix(".json") + ".html"
             folder.mkdir(parents=True, exist_ok=True)
             raw = f"../../{traces}/{quote(trace_name(row.id))}"

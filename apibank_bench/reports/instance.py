@@ -9,12 +9,11 @@ HTML report.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-from apibank_bench.runs.results import RESULTS, TRACES, read_rows, read_summary, trace_name
+from apibank_bench.runs.results import RESULTS, TRACES, read_rows, read_summary, read_trace, trace_name
 from apibank_bench.runs.row import ResultRow
 from apibank_bench.runs.team import protocol_words
 from apibank_bench.scoring.stage import Stage
@@ -68,7 +67,7 @@ def load_instance(task_id: str, folder: Path | None = None, epoch: int = 0) -> I
                           f"line (e.g. {', '.join(row.id for row in every[:2])})")
     row = rows[-1]
     trace_file = folder / TRACES / trace_name(row.id, epoch)
-    trace = json.loads(trace_file.read_text(encoding="utf-8")) if trace_file.is_file() else {}
+    trace = read_trace(trace_file) if trace_file.is_file() else {}
     return Instance(row.id, row, trace, folder)
 
 

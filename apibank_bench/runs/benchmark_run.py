@@ -32,6 +32,7 @@ from apibank_bench.runs.provenance import now
 from apibank_bench.runs.results import (PREDICTIONS, RESULTS, RunFiles, finished_keys, read_rows, read_summary,
                                         unreadable_lines)
 from apibank_bench.runs.row import ResultRow
+from apibank_bench.runs.versions import UnsupportedSchemaVersion
 
 OVERFLOW = "ContextLengthError"  #: in the error of a row whose prompt did not fit the server's context (llm.http)
 
@@ -305,6 +306,8 @@ class BenchmarkRun:
         if cfg.resume:  # a resumed run's time and requests include the parts before
             try:
                 before = read_summary(self.files.out_dir) or {}
+            except UnsupportedSchemaVersion:
+                raise  # a newer release's summary is not read as a cut one
             except ValueError:
                 before = {}  # a summary cut by a kill: its time is lost, the results are not
             wall_time += before.get("wall_time_s") or 0

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from apibank_bench.core import settings
-from apibank_bench.core.files import write_atomic
-from apibank_bench.runs.results import RECORD, SUMMARY, read_rows, read_summary
+from apibank_bench.runs.results import SUMMARY, read_record, read_rows, read_summary, write_record_file
+from apibank_bench.runs.versions import UnsupportedSchemaVersion
 
 
 
@@ -40,13 +40,17 @@ def stored_settings(out_dir: Path) -> dict | None:
     """The settings of the run in `out_dir`: its run.json, else its summary's `config.run`."""
     out_dir = Path(out_dir)
     try:
-        record = json.loads((out_dir / RECORD).read_text(encoding="utf-8"))
-        if isinstance(record.get("settings"), dict):
+        record = read_record(out_dir)
+        if isinstance(record, dict) and isinstance(record.get("settings"), dict):
             return record["settings"]
-    except (OSError, ValueError, AttributeError):
+    except UnsupportedSchemaVersion:
+        raise  # a newer release's record is refused by name, never passed over for the summary's
+    except (OSError, ValueError):
         pass
     try:
         run = ((read_summary(out_dir) or {}).get("config") or {}).get("run")
+    except UnsupportedSchemaVersion:
+        raise
     except ValueError:
         return None
     return run if isinstance(run, dict) else None
@@ -109,13 +113,14 @@ def write_record(out_dir: Path, cfg, started_at: str, forced: list[str]) -> dict
     """run.json: a fresh run's settings, or the forced continuations added to the old record."""
     out_dir = Path(out_dir)
     try:
-        record = json.loads((out_dir / RECORD).read_text(encoding="utf-8"))
+        record: dict | None = dict(read_record(out_dir) or {})
+    except UnsupportedSchemaVersion:
+        raise
     except (OSError, ValueError):
         record = None
-    if not isinstance(record, dict) or "settings" not in record:
+    if not record or "settings" not in record:
         record = {"settings": _json(cfg.to_dict()), "started_at": started_at, "forced": []}
     if forced:
         record.setdefault("forced", []).append({"at": started_at, "differences": forced})
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(out_dir / RECORD, json.dumps(record, indent=1, ensure_ascii=False))
-    return record
+    return dict(write_record_file(out_dir, record))

@@ -21,9 +21,11 @@ from apibank_bench.llm.stop import InstanceStop, instance_scope
 from apibank_bench.core.redact import redact
 from apibank_bench.core.settings import RunConfig, flag
 from apibank_bench.runs.epochs import split_case
+from apibank_bench.runs.file_models import PredictionLine
 from apibank_bench.runs.results import records
 from apibank_bench.runs.row import ResultRow
 from apibank_bench.runs.team import team_fields
+from apibank_bench.runs.versions import TRACE, WRITES
 from apibank_bench.scoring.scorer import Score, Scorer
 from apibank_bench.scoring.stage import Reason, Stage, model_error_reason
 from apibank_bench.data.tasks import Task
@@ -47,9 +49,9 @@ class InstanceResult:
 
     task: Task
     score: Score
-    prediction: dict  #: its predictions.jsonl line
+    prediction: PredictionLine  #: its predictions.jsonl line
     row: ResultRow  #: its results.jsonl row
-    trace: dict  #: its traces/<id>.json
+    trace: dict  #: its traces/<id>.json (runs.file_models.Trace)
     endpoint_failure: bool = False  #: an error caused by the model endpoint (a model error)
     epoch: int = 0
 
@@ -153,7 +155,8 @@ def _result(task: Task, solution: Solution, score: Score, elapsed: float, endpoi
                               **({"agent_answers": [turn.answer for turn in turns]} if turns else {}),
                               **({"answered_by": str(solution.answered_by)} if solution.answered_by else {}),
                               **(team or {}))
-    trace = {"id": task.combined_id, "epoch": epoch, "gold_call": task.gold_call, "result": row.to_json(),
+    trace = {"schema_version": WRITES[TRACE], "id": task.combined_id, "epoch": epoch,  # runs.file_models.Trace
+             "gold_call": task.gold_call, "result": row.to_json(),
              **solution.to_trace()}  # the turns become JSON here, once
     return InstanceResult(task, score, prediction, row, trace, endpoint_failure, epoch)
 

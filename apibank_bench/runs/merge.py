@@ -14,13 +14,12 @@ import shutil
 from pathlib import Path
 
 from apibank_bench.core import settings
-from apibank_bench.core.files import write_atomic
 from apibank_bench.data.manifests import select
 from apibank_bench.runs.epochs import run_cases
 from apibank_bench.runs.folder import differences, holds_results, stored_settings
 from apibank_bench.runs.provenance import now
-from apibank_bench.runs.results import (PREDICTIONS, RECORD, RESULTS, TRACES, UNREADABLE, RunFiles,
-                                        read_summary)
+from apibank_bench.runs.results import (PREDICTIONS, RESULTS, TRACES, UNREADABLE, RunFiles, read_record,
+                                        read_summary, write_record_file)
 
 
 class MergeRefused(ValueError):
@@ -74,12 +73,11 @@ def merge(dirs: list[Path], out: Path) -> dict:
                     handle.write(data if not data or data.endswith(b"\n") else data + b"\n")
         for trace in (directory / TRACES).glob("*.json"):
             shutil.copy2(trace, out / TRACES / trace.name)
-    records = [json.loads((d / RECORD).read_text(encoding="utf-8")) if (d / RECORD).is_file() else {} for d in dirs]
-    started = min((r.get("started_at") for r in records if r.get("started_at")), default=now())
+    records = [read_record(d) or {} for d in dirs]
+    started = min((r["started_at"] for r in records if r.get("started_at")), default=now())
     merged_from = [str(directory) for directory in dirs]
-    write_atomic(out / RECORD, json.dumps({"settings": whole, "started_at": started, "merged_from": merged_from,
-                                           "forced": [f for r in records for f in r.get("forced", [])]},
-                                          indent=1, ensure_ascii=False))
+    write_record_file(out, {"settings": whole, "started_at": started, "merged_from": merged_from,
+                            "forced": [f for r in records for f in r.get("forced", [])]})
     config = dict(((read_summary(dirs[0]) or {}).get("config")) or {})
     config.update(run=whole, merged_from=merged_from)
     return files.finalize(cases, config=config, extra={"merged_from": merged_from})

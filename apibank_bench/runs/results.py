@@ -1,4 +1,6 @@
-"""Result files of a run: `predictions.jsonl`, `results.jsonl`, `traces/`, `summary.json`.
+"""Result files of a run: `predictions.jsonl`, `results.jsonl`, `traces/`, `summary.json` (and `run.json`:
+runs.folder). Each is written and read here, in its typed model (runs.row, runs.file_models) and with
+its `schema_version` (runs.versions).
 
 Lines are appended the moment an instance finishes (an interrupted run keeps
 everything it did) and the files are put back in manifest order, without
@@ -16,7 +18,9 @@ from typing import Any, Iterable
 
 from apibank_bench.core.files import write_atomic
 from apibank_bench.core.text import SURROGATES
+from apibank_bench.runs import versions
 from apibank_bench.runs.epochs import row_key, split_case
+from apibank_bench.runs.file_models import PredictionLine, RunRecord, Trace
 from apibank_bench.runs.row import ResultRow
 from apibank_bench.scoring.scorer import Score, Scorer
 from apibank_bench.scoring.stage import Reason, Stage
@@ -85,12 +89,15 @@ def _cap(value: Any, limit: int) -> tuple[Any, Any]:
     return value, None
 
 
-def records(task: Task, answer: str | None, score: Score, epoch: int = 0, **solved: Any) -> tuple[dict, ResultRow]:
+def records(task: Task, answer: str | None, score: Score, epoch: int = 0,
+            **solved: Any) -> tuple[PredictionLine, ResultRow]:
     """The predictions.jsonl line and the results row of one instance and epoch, long strings capped.
 
     `solved`: the row's optional fields (what solving took, a team's agents scored); one given as
     None is written as null (runs.row)."""
-    prediction = {"id": task.combined_id, "epoch": epoch, "prediction": answer, "predicted_call": score.predicted_call}
+    prediction: PredictionLine = {"id": task.combined_id, "epoch": epoch, "prediction": answer,
+                                  "predicted_call": score.predicted_call,
+                                  "schema_version": versions.WRITES[versions.PREDICTION_LINE]}
     row = ResultRow(task.combined_id, epoch, task.level, score.correct, score.stage, score.error, score.predicted_call,
                     task.gold_call, score.reason, **solved, nulls=frozenset(name for name, value in solved.items() if value is None))
     return cap_strings(prediction), ResultRow.from_json(cap_strings(row.to_json()))  # a cut string's note beside it
@@ -118,7 +125,7 @@ class RunFiles:
         for name in (RESULTS, PREDICTIONS):
             self.set_aside += [f"{name} line {number}" for number in set_aside_unreadable(self.out_dir / name)]
 
-    def append(self, prediction: dict, row: ResultRow, trace: dict | None = None) -> None:
+    def append(self, prediction: PredictionLine | dict, row: ResultRow, trace: Trace | dict | None = None) -> None:
         with self._lock:
             for name, line in ((PREDICTIONS, prediction), (RESULTS, row.to_json())):
                 with open(self.out_dir / name, "a", encoding="utf-8") as handle:
@@ -149,8 +156,7 @@ class RunFiles:
                                 not_run=not_run)
             summary["unreadable_lines"] = unreadable_count(self.out_dir)
             summary.update(extra or {})
-            write_atomic(self.out_dir / SUMMARY, json.dumps(summary, indent=1, ensure_ascii=False))
-            return summary
+            return write_summary(self.out_dir, summary)
 
 
 def trace_name(task_id: str, epoch: int = 0) -> str:
@@ -170,14 +176,46 @@ def finished_keys(out_dir: Path) -> set[tuple[str, int]]:
 
 def read_rows(out_dir: Path) -> list[ResultRow]:
     """A results folder's rows (none where it has no results.jsonl; an unreadable line is not a row:
-    see `unreadable_lines`)."""
-    return [ResultRow.from_json(line) for line in read_jsonl(Path(out_dir) / RESULTS)]
+    see `unreadable_lines`). A row of a version this release does not read is refused, naming the file
+    (runs.versions.UnsupportedSchemaVersion)."""
+    path = Path(out_dir) / RESULTS
+    return [ResultRow.from_json(line, f"{path} (the row of {line.get('id')!r})") for line in read_jsonl(path)]
 
 
 def read_summary(out_dir: Path) -> dict | None:
-    """A results folder's summary.json, None where there is none (ValueError if it is not JSON)."""
+    """A results folder's summary.json, None where there is none (ValueError if it is not JSON or of a
+    version this release does not read). Its fields: runs.file_models.Summary."""
     path = Path(out_dir) / SUMMARY
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return versions.read_json_file(path, versions.SUMMARY) if path.is_file() else None
+
+
+def write_summary(out_dir: Path, summary: dict) -> dict:
+    """Write summary.json (runs.file_models.Summary, with its `schema_version` the first key); returns what
+    was written."""
+    written = versions.stamped(summary, versions.SUMMARY)
+    write_atomic(Path(out_dir) / SUMMARY, json.dumps(written, indent=1, ensure_ascii=False))
+    return written
+
+
+def read_record(out_dir: Path) -> dict | None:
+    """A results folder's run.json, None where there is none (ValueError if it is not JSON or of a
+    version this release does not read). Its fields: runs.file_models.RunRecord."""
+    path = Path(out_dir) / RECORD
+    return versions.read_json_file(path, versions.RUN_RECORD) if path.is_file() else None
+
+
+def write_record_file(out_dir: Path, record: RunRecord | dict) -> dict:
+    """Write run.json (runs.file_models.RunRecord, with its `schema_version` the first key); returns what
+    was written."""
+    written = versions.stamped(dict(record), versions.RUN_RECORD)
+    write_atomic(Path(out_dir) / RECORD, json.dumps(written, indent=1, ensure_ascii=False))
+    return written
+
+
+def read_trace(path: Path) -> dict:
+    """One trace file (ValueError if it is not JSON or of a version this release does not read). Its fields:
+    runs.file_models.Trace."""
+    return versions.read_json_file(path, versions.TRACE)
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -289,6 +327,7 @@ def score_predictions_file(predictions: Path, out_dir: Path, level: str | None =
     files = RunFiles(out_dir)
     order = []
     for line in read_jsonl(predictions):
+        versions.read_version(line, versions.PREDICTION_LINE, str(predictions))
         task = get_task(str(line["id"]), level=level, root=scorer.root)
         answer = line.get("prediction")
         cut = line.get("prediction_truncated")

@@ -1,7 +1,8 @@
 """One line of `results.jsonl`, typed: every writer builds a `ResultRow`, every reader gets one.
 
 The JSON is what it always was, key for key and in the same order: the columns every row has
-(`id` ... `gold_call`), then the optional fields that have a value, in the order declared here.
+(`id` ... `gold_call`), then the optional fields that have a value, in the order declared here, then
+`schema_version` (runs.versions; the JSON Schema generated from these fields: runs.schemas).
 Adding a field is adding an optional one below, with its default: older files read as before
 (a row written before epochs is epoch 0), and rows that never set it are written as before.
 
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apibank_bench.agents.tool_answer import AnsweredBy
+from apibank_bench.runs.versions import RESULTS_ROW, WRITES, upgraded
 from apibank_bench.scoring.stage import Reason, Stage
 
 _COLUMN = {"column": True}  #: written in every row, null or not (readers may rely on the key)
@@ -58,6 +60,9 @@ class ResultRow:
     oracle: bool | None = None  #: some agent's final call is correct
     vote_margin: int | None = None  #: votes for the winner minus the runner-up's (voting teams)
     agents_error: str | None = None  #: why the agents could not be scored (the team's verdict stands)
+    #: the row's form (runs.versions): the last key of a row this release writes; a row read from a line
+    #: without it (written before versions) is version 1's form and is written back without it
+    schema_version: int = field(default=WRITES[RESULTS_ROW], metadata=_COLUMN)
     # -- the JSON form -------------------------------------------------------------------------
     nulls: frozenset[str] = _hidden(frozenset)  #: optional fields written as null (see the docstring)
     layout: tuple[str, ...] = _hidden(tuple)  #: the keys of the line it was read from, in order
@@ -104,8 +109,11 @@ class ResultRow:
         return dict(sorted(line.items(), key=lambda item: place.get(item[0], len(place))))  # a stable sort
 
     @classmethod
-    def from_json(cls, line: dict[str, Any]) -> ResultRow:
-        """A results.jsonl line (a dict) as a row; every key of it is kept, in place."""
+    def from_json(cls, line: dict[str, Any], source: str = "a results row") -> ResultRow:
+        """A results.jsonl line (a dict) as a row; every key of it is kept, in place. A line of a version
+        this release does not read is refused by name (runs.versions.UnsupportedSchemaVersion, naming
+        `source`: the file and line)."""
+        line = upgraded(line, RESULTS_ROW, source)
         known = {name: line[name] for name in _NAMES if name in line}
         extra = {key: value for key, value in line.items() if key not in _NAMES}
         return cls(**known, layout=tuple(line), extra=extra)

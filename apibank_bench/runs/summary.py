@@ -8,7 +8,6 @@ counted as missing, never as zero.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -21,6 +20,7 @@ from apibank_bench.runs.team import team_summary
 from apibank_bench.runs.row import ResultRow
 from apibank_bench.agents.tool_answer import AnsweredBy
 from apibank_bench.scoring.stage import Reason, Stage
+from apibank_bench.runs.versions import TRACE, UnsupportedSchemaVersion, read_json_file
 
 UNRECORDED = "unrecorded"  #: the reason of a failed row written before reason codes
 SMALL_N = 20  #: below this many instances an accuracy is flagged as too noisy to read alone
@@ -106,13 +106,16 @@ def role_tokens(traces: Iterable[dict]) -> dict[str, dict]:
 
 
 def read_traces(trace_dir: Path | None) -> list[dict]:
-    """The traces of a results folder (unreadable files are skipped; they hold no usage to count)."""
+    """The traces of a results folder (unreadable files are skipped; they hold no usage to count; one of a
+    version this release does not read is refused: runs.versions)."""
     if trace_dir is None or not Path(trace_dir).is_dir():
         return []
     traces = []
     for path in sorted(Path(trace_dir).glob("*.json")):
         try:
-            traces.append(json.loads(path.read_text(encoding="utf-8")))
+            traces.append(read_json_file(path, TRACE))
+        except UnsupportedSchemaVersion:
+            raise  # a newer release's trace is refused by name, never skipped as unreadable
         except (OSError, ValueError):
             continue
     return traces
