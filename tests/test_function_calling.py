@@ -237,3 +237,50 @@ def test_type_only_differences(predicted, gold, expected):
     from apibank_bench.scoring.argument_types import type_only_difference
 
     assert type_only_difference(predicted, gold) is expected
+
+
+# -- structured history -------------------------------------------------------------------------
+
+def test_history_tools_sends_the_dialogues_api_calls_as_tool_calls_and_tool_messages(stub, apibank_root):
+    task = get_task("level-2::AddAgenda-level-3-1.jsonl::2")
+    api_rows = [row for row in task.history if row["role"] == "API"]
+    stub.default = tool_call("ToolSearcher", {"keywords": "agenda"})
+    solution = build_topology(RunConfig(topology="single", agent_kind="sdk", history="tools"), _client(stub))(task)
+    sent = stub.chat_requests[0]["messages"]
+    calls = [message for message in sent if message.get("tool_calls")]
+    results = [message for message in sent if message["role"] == "tool"]
+    assert [call["tool_calls"][0]["function"]["name"] for call in calls] == [row["api_name"] for row in api_rows]
+    assert [json.loads(call["tool_calls"][0]["function"]["arguments"]) for call in calls] == [
+        row["result"]["input"] for row in api_rows]
+    assert [result["tool_call_id"] for result in results] == [call["tool_calls"][0]["id"] for call in calls]
+    assert json.loads(results[0]["content"])["output"][0]["name"] == "GetUserToken"
+    assert "desc_for_search" not in results[0]["content"]  # shown as the text form shows it
+    assert not any("API_RESULT" in str(message.get("content")) for message in sent)
+    # each tool result follows its call; the dialogue's user turns are user messages, in order
+    for call in calls:
+        assert sent[sent.index(call) + 1]["tool_call_id"] == call["tool_calls"][0]["id"]
+    users = [row["text"] for row in task.history if row["role"] == "User"]
+    assert [m["content"] for m in sent if m["role"] == "user"][1:-1] == users
+    assert sent[-1]["role"] == "user" and sent[-1]["content"].startswith("Answer with exactly one call")
+    # the trace holds what was sent
+    recorded = solution.turns[0].messages
+    assert [(m["role"], m.get("content"), m.get("tool_calls")) for m in recorded] == [
+        (m["role"], m.get("content"), m.get("tool_calls")) for m in sent]
+    assert solution.answer == "[ToolSearcher(keywords='agenda')]"
+
+    stub.requests.clear()  # the default, the reference's protocol: the dialogue as text in one user message
+    build_topology(RunConfig(topology="single", agent_kind="sdk"), _client(stub))(task)
+    sent = stub.chat_requests[0]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user"] and "API_RESULT: " in sent[1]["content"]
+
+
+def test_history_tools_is_refused_for_chat_agents_and_on_resume_across_values():
+    from apibank_bench.core.settings import differences, from_environment
+
+    with pytest.raises(ValueError, match="history tools .* --apibank-agent-kind sdk"):
+        from_environment(environ={}, history="tools")
+    assert from_environment(environ={}, history="tools", agent_kind="sdk").history == "tools"
+    assert from_environment(environ={}, history="tools", topology="agents_sdk").history == "tools"
+    assert differences({"history": "text", "tool_parse": "both"}, {"history": "tools", "tool_parse": "server"})[
+        "measurement"] == ["tool_parse", "history"]
+    assert differences({}, {"history": "text", "tool_parse": "both"})["measurement"] == []  # recorded before them

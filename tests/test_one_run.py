@@ -68,7 +68,11 @@ def test_default_results_folders_differ_per_model_and_team_settings():
     assert folder(model="org/M", topology="decentralized") == "results/apibank/org_M/decentralized-n4-r2"
     assert len({folder(model="M", topology="decentralized", **extra) for extra in
                 ({}, {"team_size": "8"}, {"rounds": "3"}, {"message_format": "semi_structured"}, {"seed": "1"},
-                 {"agent_kind": "sdk"})}) == 6
+                 {"agent_kind": "sdk"}, {"agent_kind": "sdk", "tool_parse": "server"},
+                 {"agent_kind": "sdk", "history": "tools"})}) == 8
+    assert folder(model="M", agent_kind="sdk", tool_parse="client", history="tools") == \
+        "results/apibank/M/single_sdk_parse-client_history-tools"
+    assert folder(model="M", tool_parse="server") == folder(model="M")  # chat agents read no tool calls
     assert folder(model="gold", topology="centralized") == "results/apibank/gold"
     assert folder(out_dir="x", model="A") == "x"
 

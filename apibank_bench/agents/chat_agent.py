@@ -46,7 +46,7 @@ class Agents:
 
     def __init__(self, model: "ChatClient | TeamModels", topology: str, prompts_dir: str | None = None,
                  message_format: str = "freeform", team_size: int = 1, *,
-                 tool_parse: str = "both") -> None:
+                 tool_parse: str = "both", history: str = "text") -> None:
         self.models = TeamModels.of(model)
         self.model = self.models.default  #: the `--model` client (the run's seed and settings)
         self.topology = topology
@@ -54,6 +54,7 @@ class Agents:
         self.message_format = message_format
         self.team_size = team_size
         self.tool_parse = tool_parse  #: where a function-calling agent's tool call is read (agents.tool_answer)
+        self.history = history  #: how a function-calling agent is sent the dialogue (agents.tool_history)
         self._grammars: dict[tuple[str, str], dict] = {}  #: (task ID, server kind) -> its grammar field
 
     def ask(self, task: Task, role: str, context: str = "", *, index: int = 0, round: int = 0) -> AgentTurn:

@@ -21,4 +21,18 @@ AGENT_KINDS.load_with(_load)
 
 def make_agents(cfg, model) -> Agents:
     return AGENT_KINDS.get(cfg.agent_kind)(model, cfg.topology, cfg.prompts_dir, cfg.message_format, cfg.team_size,
-                                           tool_parse=cfg.tool_parse)
+                                           tool_parse=cfg.tool_parse, history=cfg.history)
+
+
+#: The agent kinds that are sent tools, and so can be sent the dialogue's API calls as tool calls.
+FUNCTION_CALLING_KINDS = ("sdk",)
+
+
+def check_history(cfg) -> None:
+    """`--history tools` is for function-calling agents: a chat agent would be sent the text anyway."""
+    from apibank_bench.core.settings import flag
+
+    if cfg.history == "tools" and cfg.agent_kind not in FUNCTION_CALLING_KINDS and cfg.topology != "agents_sdk":
+        raise ValueError(f"{flag('history')} tools sends the dialogue's API calls as tool calls, which only "
+                         f"function-calling agents are sent: use {flag('agent_kind')} sdk "
+                         f"(or {flag('history')} text)")

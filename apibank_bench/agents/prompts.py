@@ -83,6 +83,17 @@ def _without_search_text(output: Any) -> Any:
     return output
 
 
+def api_result(row: Any) -> dict[str, Any]:
+    """An API row of the dialogue as the agents are shown it: name, input, output (ToolSearcher's without
+    its search text) and exception."""
+    result = row.get("result") or {}
+    output = result.get("output")
+    if row.get("api_name") == "ToolSearcher":
+        output = _without_search_text(output)
+    return {"api_name": row.get("api_name"), "input": result.get("input"), "output": output,
+            "exception": result.get("exception")}
+
+
 def format_history(task: Task) -> str:
     lines = []
     for row in task.history:
@@ -91,13 +102,7 @@ def format_history(task: Task) -> str:
         elif row["role"] == "AI":
             lines.append(f"ASSISTANT: {row.get('text', '')}")
         else:
-            result = row.get("result") or {}
-            output = result.get("output")
-            if row.get("api_name") == "ToolSearcher":
-                output = _without_search_text(output)
-            compact = {"api_name": row.get("api_name"), "input": result.get("input"), "output": output,
-                       "exception": result.get("exception")}
-            lines.append("API_RESULT: " + json.dumps(compact, ensure_ascii=False, default=str))
+            lines.append("API_RESULT: " + json.dumps(api_result(row), ensure_ascii=False, default=str))
     return "\n".join(lines)
 
 
@@ -110,19 +115,35 @@ _LEVEL_GUIDANCE = {
 }
 
 
-def task_prompt(task: Task, context: str = "") -> str:
-    """The user message: descriptions, guidance, the dialogue so far, and any teammates' context."""
-    parts = [
+#: Where the dialogue would be, when it is sent as messages instead (`--history tools`: agents.tool_history).
+DIALOGUE_AS_MESSAGES = "DIALOGUE SO FAR: the messages that follow; its API calls are your earlier tool calls."
+
+
+def _task_parts(task: Task, context: str, dialogue: bool) -> tuple[list[str], list[str]]:
+    """The task prompt's parts before the dialogue's place (included) and after it."""
+    head = [
         "Predict the next API call of this dialogue.",
         "AVAILABLE APIS:\n" + "\n".join(api_description(task, name) for name in visible_api_names(task)),
     ]
     if _LEVEL_GUIDANCE[task.level]:
-        parts.append(_LEVEL_GUIDANCE[task.level])
-    parts.append("DIALOGUE SO FAR:\n" + format_history(task))
-    if context:
-        parts.append("FROM YOUR TEAM:\n" + context.strip())
-    parts.append("Answer with exactly one call: [ApiName(key='value', other=123)]")
-    return "\n\n".join(parts)
+        head.append(_LEVEL_GUIDANCE[task.level])
+    head.append("DIALOGUE SO FAR:\n" + format_history(task) if dialogue else DIALOGUE_AS_MESSAGES)
+    tail = ["FROM YOUR TEAM:\n" + context.strip()] if context else []
+    tail.append("Answer with exactly one call: [ApiName(key='value', other=123)]")
+    return head, tail
+
+
+def task_prompt(task: Task, context: str = "") -> str:
+    """The user message: descriptions, guidance, the dialogue so far, and any teammates' context."""
+    head, tail = _task_parts(task, context, dialogue=True)
+    return "\n\n".join([*head, *tail])
+
+
+def task_prompt_around_dialogue(task: Task, context: str = "") -> tuple[str, str]:
+    """The task prompt as two user messages to put around the dialogue sent as messages (`--history tools`):
+    the descriptions and guidance before it, the teammates' context and the answer's form after it."""
+    head, tail = _task_parts(task, context, dialogue=False)
+    return "\n\n".join(head), "\n\n".join(tail)
 
 
 def visible_schemas(task: Task) -> list[dict[str, Any]]:

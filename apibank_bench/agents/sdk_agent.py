@@ -25,6 +25,7 @@ from apibank_bench.data.tasks import Task, render_call
 from apibank_bench.agents.chat_agent import Agents, AgentTurn
 from apibank_bench.agents.prompts import visible_schemas
 from apibank_bench.agents.tool_answer import read_answer
+from apibank_bench.agents.tool_history import sdk_input, tool_history_messages
 from apibank_bench.agents.tool_text import loads
 
 if TYPE_CHECKING:
@@ -117,8 +118,12 @@ class SdkAgents(Agents):
         from agents import RunConfig as SdkRunConfig
 
         set_tracing_disabled(True)
-        messages = self.messages(task, role, context)
+        messages: list[dict[str, Any]] = self.messages(task, role, context)
         messages[0]["content"] += "\n" + TOOL_NOTE
+        run_input: str | list[Any] = messages[1]["content"]
+        if self.history == "tools":  # the dialogue as messages, its API calls as tool calls (agents.tool_history)
+            messages = tool_history_messages(task, messages[0]["content"], context)
+            run_input = sdk_input(messages)
         client = self.client(role, index)
         turn = AgentTurn(role=role, messages=messages, round=round, index=index, model=client.config.model)
         bridge = ClientBridge(client, self.seed(index, round))
@@ -130,7 +135,7 @@ class SdkAgents(Agents):
                                                        openai_client=cast("AsyncOpenAI", bridge)),
                       tool_use_behavior="stop_on_first_tool")
         try:
-            asyncio.run(Runner.run(agent, messages[1]["content"], max_turns=1,
+            asyncio.run(Runner.run(agent, cast(Any, run_input), max_turns=1,
                                    run_config=SdkRunConfig(tracing_disabled=True)))
         except Exception as exc:  # noqa: BLE001 - recorded on the turn, as a chat agent's model error
             if bridge.completion is None or bridge.error is not None:

@@ -12,7 +12,8 @@ from apibank_bench.core.settings import RunConfig
 
 def results_dir(cfg: RunConfig) -> str:
     """`out_dir`, else
-    `results/apibank/<model>/<topology>[_<kind>][-n<team size>][-r<rounds>][-<format>][-seed<seed>]`
+    `results/apibank/<model>/<topology>[_<kind>][_<protocol>][_parse-<tool parse>][_history-<history>][-n<team size>]...`
+    (`...`: `[-r<rounds>][-<format>][-seed<seed>]`; the tool parse and history of sdk agents, when not the default)
     (`results/apibank/gold` for the self-check)."""
     if cfg.out_dir:
         return cfg.out_dir
@@ -22,6 +23,9 @@ def results_dir(cfg: RunConfig) -> str:
     name = cfg.topology if plain else f"{cfg.topology}_{cfg.agent_kind}"
     if cfg.team_protocol != "topology":
         name += f"_{cfg.team_protocol}"
+    if cfg.agent_kind == "sdk" or cfg.topology == "agents_sdk":  # what only function-calling agents measure
+        name += "" if cfg.tool_parse == "both" else f"_parse-{cfg.tool_parse}"
+        name += "" if cfg.history == "text" else f"_history-{cfg.history}"
     team = cfg.topology not in ("single", "agents_sdk")
     if team:
         name += f"-n{cfg.team_size}" + (f"-r{cfg.rounds}" if cfg.topology == "decentralized" else "")

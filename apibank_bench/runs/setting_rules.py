@@ -1,6 +1,7 @@
 """What core's settings table leaves to the layers that own the names: the choices of `--topology`,
 `--agent-kind` and `--toolsearcher-scorer` (read from their registries when first needed, so a new
-topology module is all it takes to add a choice) and the topologies' team-size rule.
+topology module is all it takes to add a choice), the topologies' team-size rule and the agent kinds'
+`--history` rule.
 
 Importing the runs layer calls `hand_down()` (runs/__init__.py), so every run's settings are resolved
 with them. Nothing here imports a registry until a choice is asked for: `--help` loads no topology.
@@ -43,12 +44,19 @@ def _team_size(cfg: RunConfig) -> None:
     check_team_size(cfg)
 
 
+def _history(cfg: RunConfig) -> None:
+    from apibank_bench.agents.kinds import check_history
+
+    check_history(cfg)
+
+
 def hand_down() -> None:
     """Give core's settings these choices and the team-size rule (again: no change)."""
     hand_down_choices("topology", _topologies)
     hand_down_choices("agent_kind", _agent_kinds)
     hand_down_choices("toolsearcher_scorer", _toolsearcher_scorers)
     hand_down_rule(_team_size)
+    hand_down_rule(_history)
 
 
 def main(argv: list[str]) -> None:

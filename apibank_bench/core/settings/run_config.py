@@ -84,6 +84,10 @@ class RunConfig:
         "raw text, parsed here: hermes/Qwen `<tool_call>`, Llama 3 JSON, Mistral `[TOOL_CALLS]`, a bare JSON "
         "object) or `both` (`tool_calls` first, then the text); see [Function calling](function-calling.md)",
         default="both", choices=("server", "client", "both"))
+    history: str = setting(
+        "how the dialogue's earlier API calls reach an `sdk` agent: `text` (`API_RESULT` lines in the task prompt, "
+        "the reference's protocol) or `tools` (assistant `tool_calls` and `tool` messages); see "
+        "[Function calling](function-calling.md)", default="text", choices=("text", "tools"))
     vote: str = setting(
         "how voting teams count calls: `reference` (exact arguments, as the reference harness) or "
         "`normalized` (string values trimmed)", default="reference", choices=("reference", "normalized"))
