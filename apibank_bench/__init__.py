@@ -7,7 +7,7 @@ without notice.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (this import stays bare)
 
 __version__ = "0.1.0"
 
@@ -16,6 +16,8 @@ __all__ = ["Comparison", "PairedStats", "ResultRow", "Results", "RunConfig", "Su
            "__version__", "compare", "read_results", "run", "run_config", "score_answers"]
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from apibank_bench.api import (Comparison, PairedStats, ResultRow, Results, RunConfig, Summary,
                                    UnsupportedSchemaVersion, compare, read_results, run, run_config, score_answers)
 

@@ -60,6 +60,7 @@ def heavy_imports(argv: list[str], env: dict) -> list[str]:
 def commands(scratch: Path) -> dict[str, list[str]]:
     cli = [sys.executable, "-m", "apibank_bench"]
     return {
+        "import apibank_bench": [sys.executable, "-c", "import apibank_bench"],  # the public API: loaded on use
         "--help": [*cli, "--help"],
         "run --help": [*cli, "run", "--help"],
         "optimize --help": [*cli, "optimize", "--help"],
