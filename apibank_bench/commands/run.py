@@ -12,15 +12,15 @@ from pathlib import Path
 from apibank_bench.core import settings
 from apibank_bench.core.exit_codes import (PYTEST_FAILED, PYTEST_INTERRUPTED, PYTEST_NO_TESTS, PYTEST_OK,
                                           PYTEST_USAGE_ERROR, ExitCode, described)
-from apibank_bench.core.paths import PROJECT_ROOT
+from apibank_bench.bench import BENCH_MODULE
 
-BENCH_TESTS = PROJECT_ROOT / "bench_tests"
-#: Plugins whose output says nothing about a benchmark run (pytest users keep them).
-QUIET_PLUGINS = ("anyio", "benchmark", "hypothesispytest")
+#: Plugins whose output says nothing about a benchmark run (pytest users keep them); langsmith's (pulled in
+#: by langgraph) costs about 10 s a start.
+QUIET_PLUGINS = ("anyio", "benchmark", "hypothesispytest", "langsmith_plugin")
 
 
 def register(sub) -> None:
-    run = sub.add_parser("run", help="run the benchmark (a thin wrapper over `pytest bench_tests`)",
+    run = sub.add_parser("run", help="run the benchmark (a thin wrapper over `pytest --pyargs apibank_bench.bench`)",
                          description=described("run"),
                          epilog="Anything after `--` goes to pytest as is, e.g. `-- --tb=short -x`.")
     run.add_argument("--summary", action="store_true", help="no model: the data check and gold replay")
@@ -47,9 +47,9 @@ def run_settings(args) -> settings.RunConfig:
 
 
 def pytest_args(args) -> list[str]:
-    """The `pytest bench_tests ...` command line a `run` invocation stands for (its settings travel as
-    `GivenSettings`, not as options)."""
-    argv = [str(BENCH_TESTS)]
+    """The `pytest --pyargs apibank_bench.bench ...` command line a `run` invocation stands for (its settings
+    travel as `GivenSettings`, not as options): the package's own module, from any working directory."""
+    argv = ["--pyargs", BENCH_MODULE]
     workers = settings.value_of(args, "workers")
     if workers:
         argv += ["-n", str(workers)]

@@ -1,16 +1,23 @@
-"""Where the API-Bank data lives, and the one clear error when it is missing."""
+"""Where the API-Bank data lives, and the one clear error when it is missing.
+
+The package carries everything a run reads (the pinned API-Bank data, its lock, the manifests), so an
+installed wheel runs from any folder; nothing here is found through a checkout.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-#: The project checkout (the folder holding `vendor/`, `manifests/`, `bench_tests/`).
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-VENDOR_DIR = PROJECT_ROOT / "vendor"
-VENDORED_ROOT = VENDOR_DIR / "api-bank"
-LOCK_FILE = VENDOR_DIR / "apibank.lock.json"
-MANIFEST_DIR = PROJECT_ROOT / "manifests"
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+#: The folder above the package: the source checkout (README, docs/, tests/) when the package runs from
+#: one, site-packages when installed. Only the checkout's own tools read through it (`in_checkout`).
+PROJECT_ROOT = PACKAGE_DIR.parent
+DATA_DIR = PACKAGE_DIR / "data"
+PACKAGED_ROOT = DATA_DIR / "api-bank"  #: the pinned API-Bank data, shipped in the package (Apache-2.0)
+LOCK_FILE = DATA_DIR / "apibank.lock.json"
+MANIFEST_DIR = DATA_DIR / "manifests"
+FETCH_DEST = Path("api-bank")  #: where `data fetch` puts a copy by default: under the working directory
 
 #: Files a usable root must have, as an upstream checkout lays them out.
 LEVEL_DIRS = {
@@ -26,8 +33,8 @@ class DataMissing(RuntimeError):
 
 
 def resolve_root(explicit: str | os.PathLike | None = None) -> Path:
-    """`explicit` (the `root` setting, resolved by the caller), else vendor/api-bank/."""
-    return Path(explicit or VENDORED_ROOT).expanduser().resolve()
+    """`explicit` (the `root` setting, resolved by the caller), else the data shipped in the package."""
+    return Path(explicit or PACKAGED_ROOT).expanduser().resolve()
 
 
 def require_root(explicit: str | os.PathLike | None = None) -> Path:
@@ -38,8 +45,13 @@ def require_root(explicit: str | os.PathLike | None = None) -> Path:
     if missing:
         raise DataMissing(
             f"API-Bank data not found at {root} (missing: {', '.join(missing)}).\n"
-            "Get it with `apibank-bench data fetch` (downloads the pinned files) or "
-            "`apibank-bench data fetch --from /path/to/api-bank`, "
-            "or point --root (APIBANK_ROOT, --apibank-root under pytest) at an API-Bank checkout."
+            "Point --root (APIBANK_ROOT, --apibank-root under pytest) at an API-Bank checkout, or leave it "
+            "unset to use the data shipped with the package; `apibank-bench data fetch --dest DIR` "
+            "downloads the pinned files."
         )
     return root
+
+
+def in_checkout() -> bool:
+    """Whether the package runs from its source checkout (an editable install), not from site-packages."""
+    return (PROJECT_ROOT / "pyproject.toml").is_file() and (PROJECT_ROOT / ".git").exists()

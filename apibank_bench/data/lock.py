@@ -1,6 +1,6 @@
 """The pinned API-Bank data: the lock file, `data fetch` and `data verify`.
 
-`vendor/apibank.lock.json` names every file the suite reads, with the
+`apibank.lock.json` (beside the packaged data) names every file the suite reads, with the
 repository and commit it comes from, its path there, and its sha256. Fetching
 from a local copy, or downloading each file at its pinned commit, checks every
 file against it before it is put in place.
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NotRequired, TextIO, TypedDict
 
-from apibank_bench.core.paths import LOCK_FILE, VENDORED_ROOT
+from apibank_bench.core.paths import FETCH_DEST, LOCK_FILE
 from apibank_bench.core.retry import RetryPolicy
 from apibank_bench.core.settings import BY_NAME
 
@@ -96,7 +96,7 @@ def _install(data: bytes, item: LockedFile, dest: Path, origin: str) -> None:
     target.write_bytes(data)
 
 
-def fetch_from_directory(source: Path, dest: Path = VENDORED_ROOT, lock: Lock | None = None) -> int:
+def fetch_from_directory(source: Path, dest: Path = FETCH_DEST, lock: Lock | None = None) -> int:
     """Copy the locked files from a local API-Bank root (laid out like upstream) into `dest`."""
     lock = lock or Lock.load()
     source = Path(source)
@@ -208,7 +208,7 @@ class FetchResult:
     bytes: int
 
 
-def fetch_from_web(dest: Path = VENDORED_ROOT, lock: Lock | None = None, base: str | None = None,
+def fetch_from_web(dest: Path = FETCH_DEST, lock: Lock | None = None, base: str | None = None,
                    workers: int = WORKERS, attempts: int = ATTEMPTS, backoff: float = BACKOFF,
                    progress: Progress | None = None) -> FetchResult:
     """Download each locked file that is missing or altered under `dest`, at its pinned commit.

@@ -1,6 +1,11 @@
 """The pytest plugin: the `--apibank-*` options, its hooks (`hookspecs`), and one session object
 (`bench_session.BenchSession`) registered at configure, which adapts pytest's hooks to the run
 (`runs.benchmark_run.BenchmarkRun`): one parametrized case per instance, rows written by the controller.
+
+Installed, it is a `pytest11` entry point (registered under this module's name, so the checkout's
+conftest naming it too loads it once), and so it loads into every pytest session of the environment:
+it stays light until a session collects the benchmark's module (`options.bench_requested`); other
+sessions get the options and nothing else.
 """
 
 from __future__ import annotations
@@ -9,13 +14,12 @@ from typing import Any
 
 import pytest
 
-from apibank_bench.core import settings
-import apibank_bench.runs  # noqa: F401 - importing the runs layer hands the settings their choices and rules
-
 LAST_FAILED = "apibank_last_failed"  #: the option attribute `--lf` becomes on a benchmark run (cmdline_main)
 
 
 def pytest_addoption(parser: Any) -> None:
+    from apibank_bench.core import settings
+
     settings.add_pytest_options(parser)
 
 
@@ -46,6 +50,12 @@ def pytest_cmdline_main(config: Any) -> Any:
 
 
 def pytest_configure(config: Any) -> None:
+    from apibank_bench.plugin.options import benchmark_session
+
+    if not benchmark_session(config):
+        config.pluginmanager.register(NotTheBenchmark(), "apibank-session")
+        return
+    import apibank_bench.runs  # noqa: F401 - importing the runs layer hands the settings their choices and rules
     from apibank_bench.llm.probe import forget_probes
     # Imported here: the model layer and the agents load only in a pytest run, not with the package.
     from apibank_bench.plugin import fixtures
@@ -59,3 +69,17 @@ def pytest_configure(config: Any) -> None:
         interrupt.install(config, session.worker_pids)
     config.pluginmanager.register(fixtures, "apibank-fixtures")  # the benchmark's fixtures are the plugin's
     config.pluginmanager.register(session, "apibank-session")
+
+
+class NotTheBenchmark:
+    """The session of a pytest run that does not collect the benchmark (any project's own tests): it costs
+    nothing, and should a benchmark case turn up all the same, says why it cannot run rather than failing
+    on a missing fixture."""
+
+    def pytest_generate_tests(self, metafunc: Any) -> None:
+        from apibank_bench.bench import BENCH_MODULE
+
+        if "apibank_result" in metafunc.fixturenames:  # the benchmark test's fixture (plugin.fixtures)
+            raise pytest.UsageError(
+                f"apibank: {metafunc.module.__file__} runs the benchmark, but this session was not started as a "
+                f"benchmark run: name the module (or its folder) on the command line, or `--pyargs {BENCH_MODULE}`")

@@ -1,4 +1,4 @@
-"""The benchmark's fixtures, registered by the plugin (bench_tests/ holds only the test). Per session: the data root, the scorer, the model, the topology and
+"""The benchmark's fixtures, registered by the plugin (the benchmark's module, apibank_bench.bench, holds only the test). Per session: the data root, the scorer, the model, the topology and
 the pool that keeps this process's instances in flight. Per test: its instance's result."""
 
 from __future__ import annotations

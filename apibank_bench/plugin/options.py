@@ -3,6 +3,9 @@ selection, whether the session collects the benchmark, and this process's share 
 
 from __future__ import annotations
 
+import os
+import re
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +13,10 @@ import pytest
 from xdist import is_xdist_worker
 
 from apibank_bench.core import settings
+from apibank_bench.bench import BENCH_DIR
 
-BENCH_DIR = Path(__file__).resolve().parents[2] / "bench_tests"
+_IMPORT = re.compile(rb"^[ \t]*(from[ \t]+apibank_bench\.bench(\.\w+)*[ \t]+import|import[ \t]+apibank_bench\.bench\b)",
+                     re.M)  #: a test module that imports the benchmark's
 #: The `workerinput` key under which the controller hands each xdist worker the run's settings.
 SETTINGS_KEY = "apibank_settings"
 SHARE_KEY = "apibank_share"  #: the `workerinput` key of a worker's share: [index, count], or None
@@ -22,9 +27,9 @@ CASE = "apibank_task_id"  #: the benchmark test's parameter: its case ID (runs.e
 def resolve_settings(config: Any) -> settings.RunConfig:
     """The run's settings: given by `apibank-bench run`, else from the options; an xdist worker takes the
     controller's (`workerinput`)."""
-    handed = _handed(config)
-    if handed is not None:
-        return getattr(handed, settings.GIVEN)
+    given = handed(config)
+    if given is not None:
+        return getattr(given, settings.GIVEN)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and SETTINGS_KEY in workerinput:
         return settings.from_record(workerinput[SETTINGS_KEY])
@@ -34,26 +39,88 @@ def resolve_settings(config: Any) -> settings.RunConfig:
         raise pytest.UsageError(f"apibank: {exc}") from None
 
 
-def _handed(config: Any) -> Any:
+def handed(config: Any) -> Any:
     """The plugin object through which `apibank-bench run` handed pytest its resolved settings, or None."""
     return next((plugin for plugin in config.pluginmanager.get_plugins() if hasattr(plugin, settings.GIVEN)), None)
 
 
 def given_names(config: Any) -> set[str]:
     """The settings the user set (the rest are defaults): as `run` handed them, else from the options."""
-    handed = _handed(config)
-    if handed is not None:
-        return set(getattr(handed, settings.GIVEN_NAMES, ()))
+    given = handed(config)
+    if given is not None:
+        return set(getattr(given, settings.GIVEN_NAMES, ()))
     return settings.given_names(lambda s: config.getoption(s.dest), lambda s: config.getini(s.dest))
 
 
+def benchmark_session(config: Any) -> bool:
+    """Whether this process takes part in a benchmark run: `run` handed it the settings, its arguments
+    collect the benchmark (`bench_requested`), or, on an xdist worker, the controller handed it the run."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        return SETTINGS_KEY in workerinput
+    return handed(config) is not None or bench_requested(config)
+
+
 def bench_requested(config: Any) -> bool:
-    """Whether this session collects the benchmark (decides if the controller starts a model)."""
+    """Whether this session collects the benchmark's module: one of its arguments (a path, or a module
+    under `--pyargs`) is that module or its package, or is (or holds) a test module that imports it, as the
+    checkout's `bench_tests/test_apibank.py` does. Decided before collection, from the arguments alone (the
+    controller starts the model before its xdist workers collect), and cheaply: an unrelated project's
+    session reads only the heads of its own test files."""
+    patterns = [str(pattern) for pattern in config.getini("python_files")]
+    skipped = [str(pattern) for pattern in config.getini("norecursedirs")]
+    here = Path(config.invocation_params.dir)
     for arg in config.args:
-        path = Path(str(arg).split("::")[0]).resolve()
-        if path == BENCH_DIR or BENCH_DIR in path.parents:
+        path = _argument_path(str(arg).split("::")[0], here, bool(config.option.pyargs))
+        if path is not None and _collects_bench(path, patterns, skipped):
             return True
     return False
+
+
+def _argument_path(arg: str, here: Path, pyargs: bool) -> Path | None:
+    if pyargs and arg and not Path(arg).exists():
+        import importlib.util
+
+        try:
+            spec = importlib.util.find_spec(arg)
+        except (ImportError, ValueError):
+            return None
+        if spec is None:
+            return None
+        locations = list(spec.submodule_search_locations or [])
+        return Path(locations[0] if locations else spec.origin or "").resolve() if (locations or spec.origin) \
+            else None
+    return (here / arg).resolve()
+
+
+def _collects_bench(path: Path, patterns: list[str], skipped: list[str]) -> bool:
+    if path == BENCH_DIR or BENCH_DIR in path.parents:
+        return True
+    if path in BENCH_DIR.parents:  # e.g. the installed package itself, unless pytest would not recurse there
+        inside = BENCH_DIR.relative_to(path).parts[:-1]
+        return not any(part == "site-packages" or any(fnmatch(part, pattern) for pattern in skipped)
+                       for part in inside)
+    if path.is_file():
+        return _imports_bench(path)
+    if not path.is_dir():
+        return False
+    for folder, dirs, files in os.walk(path):
+        dirs[:] = [name for name in dirs if not any(fnmatch(name, pattern) for pattern in skipped)
+                   and not (Path(folder, name) / "pyvenv.cfg").exists()]
+        for name in files:
+            if any(fnmatch(name, pattern) for pattern in patterns) and _imports_bench(Path(folder, name)):
+                return True
+    return False
+
+
+def _imports_bench(path: Path) -> bool:
+    """A test module that imports the benchmark's (its imports sit at its head)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(8192)
+    except OSError:
+        return False
+    return _IMPORT.search(head) is not None
 
 
 def narrowing(config: Any, last_failed: bool) -> dict:

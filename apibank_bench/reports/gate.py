@@ -10,22 +10,25 @@ answers themselves no longer fail the session (they are what the gate weighs), w
 cases that did not run still make it incomplete. A baseline made with other data (the lock's
 hash) or another ToolSearcher scorer is refused before anything runs.
 
-This module is a pytest plugin (the project's conftest.py loads it): the gate sits above the
-plugin layer, on the comparison it shares with `compare`.
+This module is a pytest plugin (a `pytest11` entry point of the package, and named by the checkout's
+conftest.py): the gate sits above the plugin layer, on the comparison it shares with `compare`. As every
+pytest session of an environment that holds the package loads it, it imports the comparison only when a
+run with a baseline asks for it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.core.settings import flag
-from apibank_bench.reports.compare import (Run, compare_pair, format_p, load_run, mismatches, paired_lines,
-                                          significantly_worse)
-from apibank_bench.runs.results import write_summary
+
+if TYPE_CHECKING:
+    from apibank_bench.reports.compare import Run
 
 #: What a baseline must share with the run (of compare's MUST_AGREE: the rules of `compare.pair`;
 #: the selection may differ).
@@ -46,6 +49,8 @@ class Verdict:
 
     @property
     def line(self) -> str:
+        from apibank_bench.reports.compare import format_p
+
         overall = self.comparison["overall"]
         won, lost, p = len(overall["won"]), len(overall["lost"]), overall["mcnemar_p"]
         facts = (f"{overall['difference']:+.1%} on {overall['n']} paired instances ({won} won, {lost} lost), "
@@ -68,6 +73,8 @@ class Verdict:
 
 def check_baseline(baseline: Run, run_config: dict) -> None:
     """Refuse a baseline recorded with other data or another scorer than `run_config` (a summary's `config`)."""
+    from apibank_bench.reports.compare import Run, mismatches
+
     problems = mismatches([baseline, Run("this run", Path("."), [], {"config": run_config})], MUST_MATCH)
     if problems:
         raise BaselineRefused("; ".join(problems))
@@ -77,6 +84,8 @@ def check_baseline(baseline: Run, run_config: dict) -> None:
 
 def judge(baseline: Run, run: Run, alpha: float = 0.05, seed: int = 0) -> Verdict:
     """Pair the run with the baseline and decide: significantly worse, or not."""
+    from apibank_bench.reports.compare import compare_pair, significantly_worse
+
     check_baseline(baseline, run.config)
     comparison = compare_pair(baseline, run, seed)
     overall = comparison["overall"]
@@ -85,6 +94,8 @@ def judge(baseline: Run, run: Run, alpha: float = 0.05, seed: int = 0) -> Verdic
 
 
 def report_lines(verdict: Verdict) -> list[str]:
+    from apibank_bench.reports.compare import paired_lines
+
     comp = verdict.comparison
     head = (f"{comp['paired']} paired instances with {comp['baseline']} ({comp['shared']} shared; errors left out: "
             f"{comp['errors_excluded']['baseline']} in the baseline, {comp['errors_excluded']['run']} in this run)")
@@ -104,6 +115,7 @@ class Gate:
         cfg = run.cfg
         if not cfg.baseline:
             return
+        from apibank_bench.reports.compare import load_run
         from apibank_bench.runs.provenance import provenance
 
         try:
@@ -121,6 +133,9 @@ class Gate:
         if not summary:
             self.problem = "apibank gate: nothing ran, nothing to judge"
             return
+        from apibank_bench.reports.compare import load_run
+        from apibank_bench.runs.results import write_summary
+
         out_dir = run.out_dir
         try:
             self.verdict = run.verdict = judge(self.baseline, load_run(out_dir, "run"), run.cfg.gate_alpha)

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from functools import cache
 from importlib import metadata
 
-from apibank_bench.core.paths import LOCK_FILE, PROJECT_ROOT
+from apibank_bench.core.paths import LOCK_FILE, PROJECT_ROOT, in_checkout
 
 _PACKAGES = ("apibank-bench", "pytest", "pytest-xdist", "openai", "langgraph", "openai-agents",
              "sentence-transformers", "torch", "llama_cpp_python")
@@ -19,6 +19,10 @@ _PACKAGES = ("apibank-bench", "pytest", "pytest-xdist", "openai", "langgraph", "
 
 @cache
 def git_revision() -> str | None:
+    """The checkout's commit; None for an installed package (whose version `packages` records): asked from
+    site-packages, git would answer with whatever repository the virtualenv happens to lie in."""
+    if not in_checkout():
+        return None
     try:
         out = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True,
                              text=True, timeout=5)

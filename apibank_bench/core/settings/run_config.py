@@ -45,7 +45,7 @@ class RunConfig:
 
     # what to run
     root: str | None = setting(
-        "the API-Bank data root", default_text="`vendor/api-bank`", role=_OP, commands=_DATA)
+        "the API-Bank data root", default_text="the data shipped in the package", role=_OP, commands=_DATA)
     level: str = setting(
         "`all` = the 100-task eval manifest (33/33/34); `1`, `2`, `3` = that level's curated list "
         "(`score`: the level of IDs without a `level-N::` prefix)",
