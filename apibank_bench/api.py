@@ -99,12 +99,16 @@ def run(config: RunConfig | None = None, /, **settings: Any) -> Results:
 
     Give a `RunConfig` (`run_config(...)`) or the settings as keywords. The folder rules of the command
     hold: a folder holding another run is refused (`runs.folder.FolderTaken`, a ValueError) unless
-    `resume=True` or `overwrite=True`. Endpoint failures are error rows, never wrong answers."""
+    `resume=True` or `overwrite=True`. Endpoint failures are error rows, never wrong answers. `baseline`
+    (the pytest gate) is refused: `compare` judges a run against a baseline."""
     from apibank_bench.runs.benchmark_run import BenchmarkRun
 
     if config is not None and settings:
         raise TypeError("run: give a RunConfig or settings as keywords, not both")
     cfg = config if config is not None else run_config(**settings)
+    if cfg.baseline:  # the gate judges under pytest; here a setting that did nothing would be a guess
+        raise ValueError(f"run: baseline={cfg.baseline!r} is the pytest gate's setting; in Python compare the "
+                         "run's folder with the baseline: compare(baseline, run(...).folder)")
     bench = BenchmarkRun(cfg)
     bench.open_folder()
     bench.solve()

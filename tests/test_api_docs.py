@@ -71,5 +71,7 @@ def test_the_package_exports_the_api_modules_names():
 def test_run_refuses_a_setting_that_does_not_exist():
     with pytest.raises(ValueError, match="no such setting: modle"):
         apibank_bench.run_config(modle="gold")
+    with pytest.raises(ValueError, match="compare the run's folder with the baseline"):  # never ignored
+        apibank_bench.run(model="gold", baseline="results/apibank/gold")
     with pytest.raises(TypeError, match="not both"):
         apibank_bench.run(apibank_bench.run_config(model="gold"), limit=2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -132,6 +133,23 @@ def test_the_schemas_refuse_what_the_models_do_not_say(gold):
         check({**row, "stage": "guessed"}, versions.RESULTS_ROW)
     with pytest.raises(jsonschema.ValidationError, match="schema_version"):
         check({key: value for key, value in row.items() if key != "schema_version"}, versions.RESULTS_ROW)
+
+
+def test_the_docs_validation_example_validates_a_runs_summary(gold, tmp_path):
+    """docs/schemas.md's example, run as written with the gold run's folder for the page's."""
+    page = (PROJECT_ROOT / "docs" / "schemas.md").read_text(encoding="utf-8")
+    [example] = [block.split("```", 1)[0] for block in page.split("```python\n")[1:]]
+    assert "results/apibank/gold" in example
+    (tmp_path / "results" / "apibank").mkdir(parents=True)
+    shutil.copytree(gold, tmp_path / "results" / "apibank" / "gold")
+    done = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = tmp_path / "results" / "apibank" / "gold" / "summary.json"
+    summary.write_text(summary.read_text().replace('"schema_version": 1', '"schema_version": 2'))
+    refused = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, cwd=tmp_path,
+                             timeout=300, env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
+    assert refused.returncode != 0 and "ValidationError" in refused.stderr  # the example does validate
 
 
 def _set_version(folder: Path, kind: str, version) -> Path:
