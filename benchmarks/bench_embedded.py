@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""The embedded model (Gemma 3 270M behind llama-cpp-python's server) on a fixed set of eval
-instances, each instance's time against the model's own floor.
+"""The embedded models (each GGUF behind llama-cpp-python's server) on a fixed set of eval instances,
+each instance's time against the model's own floor; several models side by side (`--models`).
 
 1. The floor: a server with the suite's own settings measures this machine's prompt speed (the
    set's median prompt, max_tokens 1, a fresh prefix each time so nothing is reused) and
@@ -16,10 +16,13 @@ An instance's floor is prompt tokens / prompt speed + completion tokens / genera
 ratio is its time (results.jsonl `latency_s`) over that floor. Prefix reuse can bring a ratio
 below 1 (the server keeps the previous prompt's cache, and the system prompt comes first).
 
-    python benchmarks/bench_embedded.py [--ids ID,ID,...] [--limit N] [--json]
+    python benchmarks/bench_embedded.py [--ids ID,ID,...] [--limit N] [--models M,M] [--keep DIR] [--json]
 
 The default set: the eval manifest's first 10 and the two instances that used to hang
 (issue 32). `--limit N` takes the manifest's first N instead (0 = the whole eval set).
+`--models`: `--model` values run one after the other, each with its own floor (default: the default
+embedded model; e.g. `embedded:smollm2,embedded:gemma` or `local:PATH.gguf`). `--keep DIR` keeps each
+model's results folder (DIR/<n>-<model>) for `apibank-bench compare`.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ from apibank_bench.agents.prompts import role_prompt, task_prompt  # noqa: E402
 from apibank_bench.data.manifests import manifest_ids  # noqa: E402
 from apibank_bench.data.tasks import get_task  # noqa: E402
 from apibank_bench.llm.client import fold_system  # noqa: E402
-from apibank_bench.llm.local_server import SERVER_MODULE, LocalServer, _post  # noqa: E402
+from apibank_bench.llm.embedded_models import check_local, choose  # noqa: E402
+from apibank_bench.llm.local_server import SERVER_MODULE, _post, server_for  # noqa: E402
 
 #: The instances issue 32 found hanging: 142 s for 86 tokens, and six 60 s timeouts.
 SLOW_BEFORE = ["level-1::AddAgenda-AddMeeting-GetUserToken-level-2-3.jsonl::2",
@@ -54,15 +58,16 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def messages(task_id: str) -> list[dict]:
+def messages(task_id: str, fold: bool) -> list[dict]:
     task = get_task(task_id)
-    return fold_system([{"role": "system", "content": role_prompt("single", "solver")},
-                        {"role": "user", "content": task_prompt(task)}])
+    sent = [{"role": "system", "content": role_prompt("single", "solver")}, {"role": "user", "content": task_prompt(task)}]
+    return fold_system(sent) if fold else sent
 
 
-def floor_speeds(prompt: list[dict], repeats: int = 2) -> dict:
+def floor_speeds(model: str, prompt: list[dict], prompts: list[str], repeats: int = 2) -> dict:
     """Prompt and generation tokens per second of the embedded model, unconstrained."""
-    with LocalServer() as server:
+    choice = check_local(choose(model))
+    with server_for(choice, prompts=prompts) as server:
         url = server.base_url + "/chat/completions"
 
         def ask(msgs: list[dict], max_tokens: int) -> tuple[float, dict]:
@@ -74,7 +79,7 @@ def floor_speeds(prompt: list[dict], repeats: int = 2) -> dict:
 
         prompt_rates = []
         for _ in range(repeats):  # a new first line each time: no prefix of an earlier prompt is reused
-            msgs = [{"role": "user", "content": f"[{uuid.uuid4().hex}]\n" + prompt[0]["content"]}]
+            msgs = [{**prompt[0], "content": f"[{uuid.uuid4().hex}]\n" + prompt[0]["content"]}, *prompt[1:]]
             seconds, usage = ask(msgs, 1)
             prompt_rates.append(usage["prompt_tokens"] / seconds)
         prompt_speed = statistics.median(prompt_rates)
@@ -132,9 +137,9 @@ class TreeMemory(threading.Thread):
         return kb.get("VmRSS", 0) // 1024, kb.get("VmHWM", 0) // 1024, server
 
 
-def run_cli(ids: list[str], scratch: Path) -> dict:
+def run_cli(ids: list[str], out: Path, model: str) -> dict:
     argv = [sys.executable, "-m", "apibank_bench", "run", "--only", ",".join(ids), "--limit", "0",
-            "--no-cache", "--timeout", "600", "--out-dir", str(scratch / "out")]
+            "--no-cache", "--timeout", "600", "--out-dir", str(out), *(["--model", model] if model else [])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
     started_load = load()
     started = time.perf_counter()
@@ -147,7 +152,7 @@ def run_cli(ids: list[str], scratch: Path) -> dict:
     memory.join()
     if process.returncode not in (0, 1):  # 1: some instance wrong, as pytest reports failures
         raise RuntimeError(f"{' '.join(argv)} exited {process.returncode}:\n{output[-3000:]}")
-    rows = [json.loads(line) for line in (scratch / "out" / "results.jsonl").read_text().splitlines() if line]
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line]
     return {"wall_s": wall, "rows": rows, "peak_tree_mb": memory.peak_tree_mb,
             "server_hwm_mb": memory.server_hwm_mb, "load_before": started_load, "load_after": load(),
             "closing": [line for line in output.splitlines() if "correct" in line or "overall" in line][-3:]}
@@ -157,26 +162,15 @@ def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20, method="inclusive")[-1] if len(values) > 1 else values[0]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ids", help="comma-separated task IDs (default: the eval set's first 10 + the two slow ones)")
-    parser.add_argument("--limit", type=int, help="the eval manifest's first N instead (0 = all 100)")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    manifest = manifest_ids("all")
-    if args.ids:
-        ids = [part.strip() for part in args.ids.split(",") if part.strip()]
-    elif args.limit is not None:
-        ids = manifest[:args.limit] if args.limit else manifest
-    else:
-        ids = manifest[:10] + [tid for tid in SLOW_BEFORE if tid not in manifest[:10]]
-    prompts = sorted((messages(tid) for tid in ids), key=lambda msgs: len(msgs[0]["content"]))
+def measure(model: str, ids: list[str], out: Path) -> dict:
+    """One model: its floor before and after, the run in between, each instance against the floor."""
+    choice = check_local(choose(model))
+    prompts = sorted((messages(tid, choice.fold_system) for tid in ids), key=lambda msgs: len(msgs[-1]["content"]))
     typical = prompts[len(prompts) // 2]  # the median prompt: a long one costs minutes on a loaded machine
-
-    before = floor_speeds(typical)
-    with tempfile.TemporaryDirectory(prefix="bench-embedded-") as scratch:
-        run = run_cli(ids, Path(scratch))
-    after = floor_speeds(typical)
+    texts = ["\n\n".join(m["content"] for m in msgs) for msgs in prompts]
+    before = floor_speeds(model, typical, texts)
+    run = run_cli(ids, out, model)
+    after = floor_speeds(model, typical, texts)
     prompt_speed = (before["prompt_tok_s"] + after["prompt_tok_s"]) / 2
     gen_speed = (before["gen_tok_s"] + after["gen_tok_s"]) / 2
 
@@ -189,7 +183,8 @@ def main() -> None:
                     "stage": row.get("stage"), "correct": row.get("correct")})
     times = [p["s"] for p in per]
     ratios = [p["ratio"] for p in per if p["ratio"]]
-    report = {
+    return {
+        "model": model or "(default)", "name": choice.name, "sha256": choice.sha256,
         "instances": len(rows), "missing": sorted(set(ids) - {row["id"] for row in rows}),
         "errors": sum(row.get("stage") == "error" for row in rows),
         "unparsed": sum(row.get("stage") == "parse" for row in rows),
@@ -200,24 +195,76 @@ def main() -> None:
         "ratio": {"median": statistics.median(ratios), "p95": p95(ratios), "max": max(ratios)},
         "max_over_median": max(times) / statistics.median(times),
         "wall_s": run["wall_s"], "peak_tree_mb": run["peak_tree_mb"], "server_hwm_mb": run["server_hwm_mb"],
-        "load_before": run["load_before"], "load_after": run["load_after"], "per_instance": per,
+        "load_before": run["load_before"], "load_after": run["load_after"], "out_dir": str(out), "per_instance": per,
     }
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return
-    print(f"floor: prompt {prompt_speed:.1f} tok/s, generation {gen_speed:.1f} tok/s "
-          f"(before: load {before['load']}; after: load {after['load']})")
+
+
+def show(report: dict) -> None:
+    floor = report["floor"]
+    print(f"== {report['model']}: {report['name']}")
+    print(f"floor: prompt {floor['prompt_tok_s']:.1f} tok/s, generation {floor['gen_tok_s']:.1f} tok/s "
+          f"(before: load {floor['before']['load']}; after: load {floor['after']['load']})")
     print(f"{'instance':<66} {'s':>7} {'floor':>6} {'ratio':>6} {'prompt':>6} {'compl':>5} stage")
-    for p in per:
+    for p in report["per_instance"]:
         ratio = f"{p['ratio']:6.2f}" if p["ratio"] else "     -"
         print(f"{p['id'][:66]:<66} {p['s']:7.1f} {p['floor_s']:6.1f} {ratio} {p['prompt'] or 0:>6} "
               f"{p['completion'] or 0:>5} {p['stage']}")
     print(f"per instance: median {report['time_s']['median']:.1f} s (ratio {report['ratio']['median']:.2f}), "
           f"p95 {report['time_s']['p95']:.1f} s ({report['ratio']['p95']:.2f}), "
           f"max {report['time_s']['max']:.1f} s ({report['ratio']['max']:.2f}); max/median {report['max_over_median']:.1f}")
-    print(f"run: {len(rows)} instances in {run['wall_s']:.0f} s, {report['correct']} correct, {report['errors']} errors, "
-          f"{report['unparsed']} unparsed, missing {len(report['missing'])}; peak RSS: server {run['server_hwm_mb']} MB, "
-          f"run with server {run['peak_tree_mb']} MB; load {run['load_before']} -> {run['load_after']}")
+    print(f"run: {report['instances']} instances in {report['wall_s']:.0f} s, {report['correct']} correct, "
+          f"{report['errors']} errors, {report['unparsed']} unparsed, missing {len(report['missing'])}; peak RSS: "
+          f"server {report['server_hwm_mb']} MB, run with server {report['peak_tree_mb']} MB; "
+          f"load {report['load_before']} -> {report['load_after']}")
+
+
+def side_by_side(reports: list[dict]) -> None:
+    """The models in one table (markdown), as docs/embedded-model.md shows them."""
+    print("| " + " | ".join(["2 CPU cores, cold cache", *(r["name"] for r in reports)]) + " |")
+    print("|" + " --- |" * (len(reports) + 1))
+    lines = [
+        ("correct", lambda r: f"{r['correct']}/{r['instances']} ({r['errors']} errors, {r['unparsed']} unparsed)"),
+        ("floor: prompt / generation tok/s", lambda r: f"{r['floor']['prompt_tok_s']:.0f} / {r['floor']['gen_tok_s']:.0f}"),
+        ("run wall time", lambda r: f"{r['wall_s']:.0f} s"),
+        ("per instance median / p95 / max", lambda r: "{median:.1f} / {p95:.1f} / {max:.1f} s".format(**r["time_s"])),
+        ("max over the floor", lambda r: f"{r['ratio']['max']:.2f}x"),
+        ("slowest / median", lambda r: f"{r['max_over_median']:.1f}x"),
+        ("server / run peak resident set", lambda r: f"{r['server_hwm_mb']} / {r['peak_tree_mb']} MB"),
+        ("load before -> after", lambda r: f"{r['load_before']} -> {r['load_after']}"),
+    ]
+    for label, cell in lines:
+        print("| " + " | ".join([label, *(cell(r) for r in reports)]) + " |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ids", help="comma-separated task IDs (default: the eval set's first 10 + the two slow ones)")
+    parser.add_argument("--limit", type=int, help="the eval manifest's first N instead (0 = all 100)")
+    parser.add_argument("--models", default="", help="comma-separated --model values (default: the default model)")
+    parser.add_argument("--keep", type=Path, help="keep each model's results folder under this folder")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    manifest = manifest_ids("all")
+    if args.ids:
+        ids = [part.strip() for part in args.ids.split(",") if part.strip()]
+    elif args.limit is not None:
+        ids = manifest[:args.limit] if args.limit else manifest
+    else:
+        ids = manifest[:10] + [tid for tid in SLOW_BEFORE if tid not in manifest[:10]]
+    models = [part.strip() for part in args.models.split(",")] if args.models else [""]
+    reports = []
+    with tempfile.TemporaryDirectory(prefix="bench-embedded-") as scratch:
+        for index, model in enumerate(models):
+            slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in model or "default")
+            out = (args.keep or Path(scratch)) / f"{index}-{slug}"
+            reports.append(measure(model, ids, out))
+    if args.json:
+        print(json.dumps(reports if len(reports) > 1 else reports[0], indent=2))
+        return
+    for report in reports:
+        show(report)
+    if len(reports) > 1:
+        side_by_side(reports)
 
 
 if __name__ == "__main__":

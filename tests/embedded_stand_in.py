@@ -17,10 +17,10 @@ class _StandIn:
         self.stub.kill()
 
 
-def _start(root=None, **kwargs):
+def _start(choice, root=None, prompts=(), max_tokens=None):
     with open(os.environ["APIBANK_STARTS_LOG"], "a", encoding="utf-8") as log:
         log.write(f"{os.getpid()}\n")
     return _StandIn()
 
 
-local_server.start_local_server = _start
+local_server.start_embedded = _start

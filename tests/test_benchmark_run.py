@@ -57,7 +57,7 @@ def test_a_script_starts_the_embedded_model_once_and_stops_it(tmp_path, monkeypa
     monkeypatch.setenv("APIBANK_STARTS_LOG", str(starts))
     from apibank_bench.llm import local_server
 
-    monkeypatch.setattr(local_server, "start_local_server", local_server.start_local_server)
+    monkeypatch.setattr(local_server, "start_embedded", local_server.start_embedded)
     import embedded_stand_in  # noqa: F401 - replaces the server's start for this test
 
     run = headless(tmp_path / "out", limit=3, cache=False)

@@ -3,8 +3,9 @@ that answer them: team_models.py).
 
 ROLE is a role of the topology as traces and `show` name it (`manager`, `caller_worker`, `debater`, a
 stage), one agent of it as `ROLE#INDEX` (`debater#1`: the debater at place 1, in every round), or
-`final`, the role whose answer is scored. MODEL `embedded` is the embedded local model; a MODEL without
-`@BASE_URL` is asked at `--base-url`.
+`final`, the role whose answer is scored. MODEL `embedded` is the default embedded model,
+`embedded:KEY` a shipped one and `local:PATH.gguf` a GGUF of yours, each served by the embedded server; any
+other MODEL without `@BASE_URL` is asked at `--base-url`.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from dataclasses import dataclass
 
 from apibank_bench.core.settings import flag, model_role_parts
 from apibank_bench.agents.team_models import FINAL
-
-EMBEDDED = "embedded"  #: the MODEL of an assignment that names the embedded local model
+from apibank_bench.llm.embedded_models import EMBEDDED, LOCAL_PREFIX, SHIPPED_PREFIX
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,13 @@ class Assignment:
     def index(self) -> int | None:
         _, sep, index = self.role.partition("#")
         return int(index) if sep and index.isdigit() else None
+
+
+def is_embedded_role(given: Assignment) -> bool:
+    """The assignment names an embedded model: `embedded`, `embedded:KEY` or `local:PATH`, without `@BASE_URL`
+    (a shipped model's bare name is a remote model's name here: roles are asked at `--base-url`)."""
+    return given.base_url is None and (given.model == EMBEDDED or given.model.startswith((SHIPPED_PREFIX,
+                                                                                           LOCAL_PREFIX)))
 
 
 def assignments(cfg) -> list[Assignment]:
@@ -65,6 +72,6 @@ def check_assignments(cfg) -> None:
                 f"{flag('model_role')} {given.role}={given.model}: {cfg.topology} (team size {agents}, "
                 f"{cfg.team_protocol} protocol) has no role {given.role!r}; its roles: {', '.join(names)}, or "
                 f"{FINAL} (= {final}); one agent of a role as ROLE#INDEX, INDEX 0 to {agents - 1}")
-        if given.model != EMBEDDED and given.base_url is None and not cfg.base_url:
+        if not is_embedded_role(given) and given.base_url is None and not cfg.base_url:
             raise ValueError(f"{flag('model_role')} {given.role}={given.model}: no endpoint for it; give "
                              f"{given.role}={given.model}@BASE_URL, or {flag('base_url')}")

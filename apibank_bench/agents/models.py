@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from apibank_bench.llm import ChatClient, ModelConfig
 from apibank_bench.llm.config import server_kind_of
-from apibank_bench.llm.local_server import LOCAL_MODEL  # the embedded default: Gemma 3 270M (a smoke model)
 from apibank_bench.llm.client import NO_KEY
+from apibank_bench.llm.embedded_models import EmbeddedChoice, check_local, choose
 from apibank_bench.llm.probe import probe_models, probe_system
 from apibank_bench.core.redact import redact
 from apibank_bench.core.settings import RunConfig, flag
@@ -24,10 +24,70 @@ MODEL_FIELDS = ("id", "root", "parent", "owned_by", "max_model_len", "meta")
 
 
 def needs_local_server(cfg: RunConfig) -> bool:
-    """Whether the run asks the embedded model: `--model` without `--base-url`, or a role's `embedded`."""
-    from apibank_bench.agents.model_roles import EMBEDDED, assignments
+    """Whether the run asks an embedded model: `--model` without `--base-url`, or a role's `embedded`
+    (`embedded:KEY`, `local:PATH`)."""
+    from apibank_bench.agents.model_roles import assignments, is_embedded_role
 
-    return not cfg.is_gold and (not cfg.base_url or any(a.model == EMBEDDED for a in assignments(cfg)))
+    return not cfg.is_gold and (not cfg.base_url or any(is_embedded_role(a) for a in assignments(cfg)))
+
+
+_CHOICES: dict[tuple, EmbeddedChoice] = {}
+
+
+def embedded_choice(cfg: RunConfig, model: str | None = None) -> EmbeddedChoice:
+    """The embedded model `model` designates (default: the run's `--model`), a researcher's file read and
+    checked once per process (`embedded_models.check_local`: a ValueError is a usage error)."""
+    name = cfg.model if model is None else model
+    choice = choose(name, cfg.chat_format)
+    if choice.shipped is not None:
+        return choice
+    assert choice.path is not None
+    try:
+        stat = choice.path.stat()
+        key: tuple = (str(choice.path), stat.st_size, stat.st_mtime_ns, cfg.chat_format)
+    except OSError:
+        key = (str(choice.path), None, None, cfg.chat_format)
+    if key not in _CHOICES:
+        _CHOICES[key] = check_local(choice, cfg.cache_root / "gguf-sha256.json", n_ctx=cfg.max_tokens + 3072)
+    return _CHOICES[key]
+
+
+def check_embedded(cfg: RunConfig) -> None:
+    """Every embedded model the run asks (its own, its roles') resolved and its file checked: a ValueError of
+    one line (a usage error) before anything runs."""
+    from apibank_bench.agents.model_roles import assignments, is_embedded_role
+
+    if cfg.is_gold:
+        return
+    if not cfg.base_url:
+        embedded_choice(cfg)
+    for given in assignments(cfg):
+        if is_embedded_role(given):
+            embedded_choice(cfg, given.model)
+
+
+def embedded_servers(cfg: RunConfig, task_ids: Callable[[], list[str]] = list,
+                     announce: Callable[[str], None] = lambda title: None) -> Any:
+    """The run's embedded models, each started on first use (llm.local_server.OnDemandServer); a researcher's
+    file gets a context sized from the single-agent prompts of `task_ids()` in its own tokens."""
+    from apibank_bench.llm.local_server import OnDemandServer
+
+    def prompts() -> list[str]:
+        from apibank_bench.agents.prompts import role_prompt, task_prompt
+        from apibank_bench.data.tasks import get_task
+
+        system = role_prompt("single", "solver")
+        return [system + "\n\n" + task_prompt(get_task(task, root=cfg.root)) for task in dict.fromkeys(task_ids())]
+
+    return OnDemandServer(cfg.cache_root, announce, model=cfg.model or "", chat_format=cfg.chat_format,
+                          prompts=prompts, max_tokens=cfg.max_tokens,
+                          checked=lambda name: embedded_choice(cfg, name))
+
+
+def embedded_deployment(choice: EmbeddedChoice) -> str:
+    """What the response cache keeps an embedded model's answers under: its file's hash, not its name or path
+    (two files with one name never share answers; one file at two paths does)."""
+    return f"embedded llama.cpp: sha256 {choice.sha256}"
 
 
 def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = None, sharing: int = 1,
@@ -39,11 +99,12 @@ def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = Non
     (`--constrained` sends it to a server kind that takes one: llama.cpp, vLLM). `models` is the
     endpoint's `/v1/models` answer, which tells its server kind under `--server-kind auto`.
     `sharing`: the processes of this run sending to the endpoint at once (xdist workers).
-    `fold`: whether system messages go into the first user message (`system_folding`; None: for the embedded
-    model only).
+    `fold`: whether system messages go into the first user message (`system_folding`; None: for an embedded
+    model whose chat format drops them, llama-cpp-python's `gemma`).
     """
     local = local_url is not None
-    model = cfg.model or (LOCAL_MODEL if local else None)
+    choice = embedded_choice(cfg) if local else None
+    model = choice.name if choice else cfg.model
     if not model:
         raise ValueError(f"no model name: pass {flag('model')} NAME (or set APIBANK_MODEL) for a remote endpoint")
     return ModelConfig(
@@ -56,9 +117,9 @@ def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = Non
         server_kind=server_kind(cfg, models, local)[0], routing=cfg.routing,
         repetition_penalty=cfg.repetition_penalty, thinking=cfg.thinking,
         # llama-cpp-python's gemma chat format drops system messages: fold them into the user turn.
-        fold_system=local if fold is None else fold,
-        # The embedded server gets a new port each run, but it is always the same model.
-        deployment=cfg.deployment or (f"embedded llama.cpp: {model}" if local else ""),
+        fold_system=(choice.fold_system if choice else False) if fold is None else fold,
+        # The embedded server gets a new port each run, but it is always the same file.
+        deployment=cfg.deployment or (embedded_deployment(choice) if choice else ""),
         down_after=down_after(cfg), sharing=sharing,
     )
 
@@ -66,13 +127,18 @@ def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = Non
 def system_folding(cfg: RunConfig, models: Any, local: bool = False) -> tuple[bool, str]:
     """Whether the run folds system messages into the first user message, and why.
 
-    The embedded model's template drops them, so they are folded. A server of the llama.cpp kind, or
+    An embedded model's are folded when its chat format drops them (llama-cpp-python's `gemma`; a file's own
+    template, SmolLM2's, keeps them). A server of the llama.cpp kind, or
     llama-cpp-python's (`owned_by: "me"`), formats chats with templates of its own, some of which drop them
     silently: each of its endpoints is asked once with and without a system message (`probe.probe_system`),
     and a template that drops it is folded for. Other servers apply the model's own template; hosted APIs
     keep system messages."""
     if local:
-        return True, "the embedded model's chat format drops system messages"
+        choice = embedded_choice(cfg)
+        if choice.fold_system:
+            return True, f"the embedded model's chat format ({choice.template}) drops system messages"
+        return False, "kept: the embedded model's chat template " + (
+            f"({choice.template}) keeps them" if choice.template else "(the file's own) has a system turn")
     kind = server_kind(cfg, models)[0]
     data = models.get("data") if isinstance(models, dict) else None
     owners = {str(item.get("owned_by")) for item in data or () if isinstance(item, dict)}
@@ -112,40 +178,42 @@ def server_kind(cfg: RunConfig, models: Any, local: bool = False) -> tuple[str, 
     return server_kind_of(cfg.server_kind, models)
 
 
-def model_client(cfg: RunConfig, local_url: Callable[[], str] | None, sharing: int = 1) -> "TeamModels | None":
+def model_client(cfg: RunConfig, local_url: Callable[..., str] | None, sharing: int = 1) -> "TeamModels | None":
     """The run's shared clients, None for the gold self-check; starts the embedded model if needed.
 
     One client for `--model` and one per other model and endpoint a role is given (`--model-role`); they
     share the default client's circuit breaker. An unknown role is a ValueError (a usage error).
     `sharing`: the processes of the run that send to the endpoints at once (xdist workers)."""
-    from apibank_bench.agents.model_roles import EMBEDDED, assignments, check_assignments, topology_roles
+    from apibank_bench.agents.model_roles import assignments, check_assignments, is_embedded_role, topology_roles
     from apibank_bench.agents.team_models import TeamModels
 
     if cfg.is_gold:
         return None
     check_assignments(cfg)
-    default = single_client(cfg, _embedded(local_url) if not cfg.base_url else None, sharing=sharing)
+    default = single_client(cfg, _embedded(local_url, cfg.model) if not cfg.base_url else None, sharing=sharing)
     clients = {(default.config.model, tuple(default.config.base_urls)): default}
     by_role = {}
     for given in assignments(cfg):
-        local = _embedded(local_url) if given.model == EMBEDDED else None
-        if local:
-            role_cfg = dataclasses.replace(cfg, model="", base_url=[], deployment=None)
+        local = _embedded(local_url, given.model) if is_embedded_role(given) else None
+        if local:  # `embedded`, `embedded:KEY` or `local:PATH`, as `--model` without `--base-url`
+            role_cfg = dataclasses.replace(cfg, model=given.model, base_url=[], deployment=None)
         else:  # a role's own endpoint is its own deployment: `--deployment` names `--base-url`'s
             role_cfg = dataclasses.replace(cfg, model=given.model, base_url=[given.base_url] if given.base_url
                                            else cfg.base_url, deployment=None if given.base_url else cfg.deployment)
-        key = (role_cfg.model or LOCAL_MODEL, tuple([local] if local else role_cfg.base_url))
+        key = (embedded_choice(role_cfg).name if local else role_cfg.model or "",
+               tuple([local] if local else role_cfg.base_url))
         if key not in clients:
             clients[key] = single_client(role_cfg, local, breaker=default.breaker, sharing=sharing)
         by_role[given.role] = clients[key]
     return TeamModels(default, by_role, topology_roles(cfg)[1] if by_role else None)
 
 
-def _embedded(local_url: Callable[[], str] | None) -> str:
-    """The embedded model's URL (`local_url` starts it); a run given no way to start it names the flag it lacks."""
+def _embedded(local_url: Callable[..., str] | None, model: str | None) -> str:
+    """The URL of the embedded model `model` designates (`local_url(model)` starts it); a run given no way to
+    start it names the flag it lacks."""
     if local_url is None:
         raise ValueError(f"no model endpoint: pass {flag('base_url')} URL")
-    return local_url()
+    return local_url(model or "")
 
 
 def single_client(cfg: RunConfig, local: str | None, breaker=None, sharing: int = 1) -> ChatClient:
@@ -223,6 +291,7 @@ def describe_model(cfg: RunConfig, models: Any = None) -> dict:
     fold, fold_from = system_folding(cfg, models, local)
     return {
         "model": model.model,
+        **({"model_file": embedded_choice(cfg).describe()} if local else {}),
         "base_urls": (["embedded llama.cpp server"] if local
                       else [redact(url) for url in model.base_urls]),  # no user:password@ in summary.json
         "temperature": model.temperature, "top_p": model.top_p, "max_tokens": model.max_tokens,
@@ -239,13 +308,17 @@ def describe_model(cfg: RunConfig, models: Any = None) -> dict:
 def describe_roles(cfg: RunConfig) -> dict:
     """With `--model-role`: the model of every role (`models_by_role`) and, per assignment, its model, endpoint
     and server kind (decided from that endpoint's own `/models`, as the run's client decided it)."""
-    from apibank_bench.agents.model_roles import EMBEDDED, assignments, topology_roles
+    from apibank_bench.agents.model_roles import assignments, is_embedded_role, topology_roles
 
     given = assignments(cfg)
     if not given:
         return {}
     names, final = topology_roles(cfg)
-    default = cfg.model or LOCAL_MODEL
+
+    def embedded_name(model: str) -> str:
+        return embedded_choice(cfg, model).name
+
+    default = embedded_name(cfg.model or "") if not cfg.base_url else cfg.model
     by_role = {}
     for role in names:
         named = {a.role: a.model for a in given}
@@ -254,10 +327,12 @@ def describe_roles(cfg: RunConfig) -> dict:
     roles = {}
     for a in given:
         url = a.base_url or (cfg.base_url[0] if cfg.base_url else None)
-        local = a.model == EMBEDDED
+        local = is_embedded_role(a)
         kind, decided_by = server_kind(cfg, None if local else endpoint_models(url), local)
-        roles[a.role] = {"model": LOCAL_MODEL if local else a.model,
+        roles[a.role] = {"model": embedded_name(a.model) if local else a.model,
                          "base_url": "embedded llama.cpp server" if local else redact(url or ""),
-                         "server_kind": kind, "server_kind_from": decided_by}
-    by_role = {role: LOCAL_MODEL if model == EMBEDDED else model for role, model in by_role.items()}
+                         "server_kind": kind, "server_kind_from": decided_by,
+                         **({"model_file": embedded_choice(cfg, a.model).describe()} if local else {})}
+    embedded_roles = {a.model for a in given if is_embedded_role(a)}
+    by_role = {role: embedded_name(model) if model in embedded_roles else model for role, model in by_role.items()}
     return {"models_by_role": by_role, "final_role": final, "role_models": roles}

@@ -79,7 +79,7 @@ class GivenSettings:
 
 def check_before_start(cfg) -> None:
     """What `run` can refuse before pytest starts, in the words of `run`'s flags."""
-    from apibank_bench.agents.models import model_config
+    from apibank_bench.agents.models import check_embedded, model_config
     from apibank_bench.agents.model_roles import check_assignments
     from apibank_bench.runs.cost import price_table
     from apibank_bench.data.manifests import select
@@ -89,6 +89,7 @@ def check_before_start(cfg) -> None:
         model_config(cfg)  # an endpoint without a model name
     if not cfg.is_gold:
         check_assignments(cfg)  # a --model-role for a role the topology does not have
+        check_embedded(cfg)  # a local:PATH that is missing, not a GGUF, without a chat template, too big
     price_table(cfg.price, cfg.price_file)  # a price file without its date, or unreadable
 
 

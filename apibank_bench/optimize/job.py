@@ -22,8 +22,9 @@ from typing import Any
 
 from apibank_bench.agents import build_solver
 from apibank_bench.agents.model_roles import check_assignments
-from apibank_bench.agents.models import describe_model, endpoint_models, model_client, needs_local_server
-from apibank_bench.llm.local_server import OnDemandServer
+from apibank_bench.agents.models import (
+    describe_model, embedded_servers, endpoint_models, model_client, needs_local_server,
+)
 from apibank_bench.data.manifests import manifest_ids, splits
 from apibank_bench.core.paths import require_root
 from apibank_bench.runs.provenance import provenance
@@ -93,8 +94,8 @@ def run(args: argparse.Namespace, module: ModuleType, cell: grid.Cell) -> int:
         changed = _changed(json.loads((out / "config.json").read_text(encoding="utf-8")), config)
         if changed:
             raise JobError(f"--resume with another job than the one in {out}: {', '.join(changed)} differ")
-    local = OnDemandServer(cfg.cache_root, announce=lambda: print(
-        "optimize: starting the embedded local model (Gemma 3 270M, a smoke model)", file=sys.stderr))
+    local = embedded_servers(cfg, lambda: eval_ids, announce=lambda title: print(
+        f"optimize: starting the embedded local model ({title})", file=sys.stderr))
     try:
         return _run(args, module, hyper, budget, cfg, config, split, eval_ids, out, local.url)
     finally:

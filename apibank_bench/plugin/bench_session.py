@@ -123,9 +123,13 @@ class BenchSession(XdistParts):
     def check_endpoint(self) -> None:
         """A remote endpoint needs a model name (a usage error), and one that nobody answers stops the run
         before it starts (exit 3), each with one line that says what to do."""
-        from apibank_bench.agents.models import EndpointUnreachable, endpoint_models, model_config
+        from apibank_bench.agents.models import EndpointUnreachable, check_embedded, endpoint_models, model_config
 
         cfg = self.run.cfg
+        try:
+            check_embedded(cfg)  # a local:PATH that is missing, not a GGUF, without a chat template, too big
+        except ValueError as exc:
+            raise pytest.UsageError(f"apibank: {exc}") from None
         if cfg.is_gold or not cfg.base_url:
             return
         try:

@@ -32,27 +32,38 @@ class XdistParts:
     worker_pids: list[int]  #: the controller's xdist workers' process ids
     configured_nodes = 0  #: workers configured so far (in order: gw0, gw1...)
 
-    def base_url(self) -> str:
-        """The embedded server's URL: from the controller on a worker, else started here."""
-        from apibank_bench.llm.local_server import OnDemandServer
+    def base_url(self, model: str | None = None) -> str:
+        """The URL of an embedded model's server (`model`: a `--model` value, default the run's own): from the
+        controller on a worker (by the file's hash: one server per file), else started here."""
+        from apibank_bench.agents.models import embedded_choice
 
         handed = getattr(self.config, "workerinput", {}).get(URL_KEY)
         if handed:
-            return handed
+            return handed[embedded_choice(self.run.cfg, model).sha256]
         if self.local is None:
-            self.local = OnDemandServer(self.run.cfg.cache_root, self.announce_start)
-        url = self.local.url()
+            self.local = self.run.embedded_servers(self.announce_start)
+        url = self.local.url(model)
         self.run.local_url = self.local.started_url  # where the model answered (summary.json's provenance)
         return url
 
-    def announce_start(self) -> None:
-        """One line as the embedded model starts; it starts inside a test's setup, so past pytest's capture."""
+    def embedded_urls(self) -> dict[str, str]:
+        """Every embedded model the run asks (its own, its roles'), started: their URLs by file hash."""
+        from apibank_bench.agents.model_roles import assignments, is_embedded_role
+        from apibank_bench.agents.models import embedded_choice
+
+        cfg = self.run.cfg
+        wanted = ([cfg.model or ""] if not cfg.base_url else []) + [
+            given.model for given in assignments(cfg) if is_embedded_role(given)]
+        return {embedded_choice(cfg, model).sha256: self.base_url(model) for model in wanted}
+
+    def announce_start(self, title: str) -> None:
+        """One line as an embedded model starts; it starts inside a test's setup, so past pytest's capture."""
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         capture = self.config.pluginmanager.get_plugin("capturemanager")
         if reporter is None:
             return
         with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-            reporter.write_line("apibank: starting the embedded local model (Gemma 3 270M, a smoke model)")
+            reporter.write_line(f"apibank: starting the embedded local model ({title})")
 
     def stop_local(self) -> None:
         if self.local is not None:
@@ -90,7 +101,7 @@ class XdistParts:
             return
         node.workerinput[SETTINGS_KEY] = self.run.cfg.to_record()  # resolved once, by the controller
         if needs_local_server(self.run.cfg):
-            node.workerinput[URL_KEY] = self.base_url()
+            node.workerinput[URL_KEY] = self.embedded_urls()
         if self.config.getoption("dist", "load") == "load" and index < count:
             node.workerinput[SHARE_KEY] = [index, count]  # a worker replacing a crashed one gets leftovers
 

@@ -66,7 +66,8 @@ class BenchmarkRun:
         self.model: Any = None  #: this process's model client (None for the gold self-check)
         self.pool: InstancePool | None = None  #: this process's instances in flight
         self.local_url: str | None = None  #: the embedded model's URL, if this run started it
-        self.endpoint_url: Callable[[], str] | None = None  #: starts the embedded model on first call, its URL
+        #: starts an embedded model on first call (the run's own, or the `--model` value given), its URL
+        self.endpoint_url: Callable[..., str] | None = None
         self.worker_counts: list[dict] = []  #: each finished xdist worker's requests per endpoint
         self.worker_closed: list[dict] = []  #: each finished xdist worker's closed connections
         self.stopped: str | None = None  #: why the run stopped early (the breaker, -x)
@@ -247,18 +248,24 @@ class BenchmarkRun:
         return self.finish()
 
     def _start_embedded(self) -> Any:
-        """The embedded model (llm.local_server), started on first use; its URL is where the model answered."""
-        from apibank_bench.llm.local_server import OnDemandServer
+        """The run's embedded models (llm.local_server), each started on first use; its URL is where the
+        run's own model answered."""
+        local = self.embedded_servers()
 
-        local = OnDemandServer(self.cfg.cache_root)
-
-        def url() -> str:
-            started = local.url()
+        def url(model: str | None = None) -> str:
+            started = local.url(model)
             self.local_url = local.started_url
             return started
 
         self.endpoint_url = url
         return local
+
+    def embedded_servers(self, announce: Callable[[str], None] = lambda title: None) -> Any:
+        """The run's embedded models, not started yet (agents.models.embedded_servers): a file of the user's
+        gets a context sized from this run's prompts."""
+        from apibank_bench.agents.models import embedded_servers
+
+        return embedded_servers(self.cfg, self.instance_ids, announce)
 
     # -- the end ---------------------------------------------------------------------------------
 

@@ -61,11 +61,43 @@ def holds_results(out_dir: Path) -> bool:
     return bool(read_rows(out_dir)) or (out_dir / SUMMARY).is_file()
 
 
-def differences(stored: dict, wanted: dict) -> list[str]:
-    """One phrase per measured setting that differs: `model 'gold' (this run: 'stub')`."""
+def differences(stored: dict, wanted: dict, model_files: tuple[str | None, str | None] = (None, None)) -> list[str]:
+    """One phrase per measured setting that differs: `model 'gold' (this run: 'stub')`. `model_files`: the
+    sha256 of the embedded model the folder's run and this one serve (`model_file`), which decides for
+    `model` when both have one: the same file under two names is the same model, one name for two files is not."""
     wanted = _json(wanted)
-    return [f"{name} {stored.get(name)!r} (this run: {wanted.get(name)!r})"
-            for name in settings.differences(stored, wanted)[settings.MEASUREMENT]]
+    names = settings.differences(stored, wanted)[settings.MEASUREMENT]
+    theirs, mine = model_files
+    phrases = [f"{name} {stored.get(name)!r} (this run: {wanted.get(name)!r})"
+               for name in names if not (name == "model" and theirs and mine)]
+    if theirs and mine and theirs != mine:
+        phrases.insert(0, f"the embedded model {stored.get('model') or 'default'!r}, sha256 {theirs[:12]} "
+                          f"(this run: {wanted.get('model') or 'default'!r}, sha256 {mine[:12]})")
+    return phrases
+
+
+def model_file(cfg) -> str | None:
+    """The sha256 of the embedded model a run serves; None for a remote model or the gold self-check."""
+    from apibank_bench.llm.embedded_models import is_embedded_model
+
+    if cfg.is_gold or cfg.base_url or not is_embedded_model(cfg.model):
+        return None
+    from apibank_bench.agents.models import embedded_choice
+
+    return embedded_choice(cfg).sha256
+
+
+def recorded_model_file(out_dir: Path, stored: dict) -> str | None:
+    """The sha256 of the embedded model the folder's run served: run.json's `model_sha256`, else (a folder
+    written before it was recorded) that of the shipped file its `--model` designated then."""
+    from apibank_bench.llm.embedded_models import identity_of_record
+
+    try:
+        record = json.loads((Path(out_dir) / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = {}
+    recorded = record.get("model_sha256") if isinstance(record, dict) else None
+    return identity_of_record(stored.get("model"), recorded if isinstance(recorded, str) else None)
 
 
 def describe(out_dir: Path) -> str:
@@ -101,7 +133,8 @@ def decide(out_dir: Path, cfg, narrowed: bool = False) -> Decision:
             return Decision(keep=True, forced=["the folder's settings (not recorded)"])
         raise FolderTaken(f"{out_dir} holds results without a record of the settings that made them; "
                           f"{settings.flag('force')} continues anyway, {settings.flag('overwrite')} replaces them")
-    differ = differences(stored, cfg.to_dict())
+    mine = model_file(cfg)
+    differ = differences(stored, cfg.to_dict(), (recorded_model_file(out_dir, stored) if mine else None, mine))
     if differ and not cfg.force:
         verb = settings.flag("resume") if cfg.resume else "rerunning part of"
         raise FolderTaken(f"{verb} {out_dir} refused: it holds a run with other settings: {'; '.join(differ)} "
@@ -120,6 +153,9 @@ def write_record(out_dir: Path, cfg, started_at: str, forced: list[str]) -> dict
         record = None
     if not record or "settings" not in record:
         record = {"settings": _json(cfg.to_dict()), "started_at": started_at, "forced": []}
+        sha = model_file(cfg)
+        if sha:  # the embedded model by its file, which a resumed run must serve again
+            record["model_sha256"] = sha
     if forced:
         record.setdefault("forced", []).append({"at": started_at, "differences": forced})
     out_dir.mkdir(parents=True, exist_ok=True)

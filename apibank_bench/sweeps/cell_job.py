@@ -67,8 +67,10 @@ def plan(cell: Cell) -> None:
             cell.cfg = settings.resolve(lambda s: values.get(s.name))
             if not cell.cfg.is_gold:
                 from apibank_bench.agents.model_roles import check_assignments
+                from apibank_bench.agents.models import check_embedded
 
                 check_assignments(cell.cfg)  # a role the cell's topology does not have
+                check_embedded(cell.cfg)  # a local:PATH that is missing, not a GGUF, ...
         except ValueError as exc:
             raise SweepError(f"cell {cell.label}: {exc}") from None  # the CLI's voice: `--team-size`
     summary = cell_summary(cell.path)

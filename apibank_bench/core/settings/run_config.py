@@ -141,8 +141,14 @@ class RunConfig:
 
     # the model
     model: str | None = setting(
-        "model name; `gold` replays the gold calls (a harness self-check); `optimize`: also a grid "
-        "alias (`qwen`, `llama`)", group="model", default_text="the embedded model", commands=_TEAM)
+        "model name; `gold` replays the gold calls (a harness self-check); without `--base-url`: the "
+        "embedded model, `embedded:smollm2` or `embedded:gemma`, or `local:PATH.gguf` (a GGUF of yours, served "
+        "the same way); `optimize`: also a grid alias (`qwen`, `llama`)", group="model",
+        default_text="the embedded model", commands=_TEAM)
+    chat_format: str | None = setting(
+        "the chat format of a `local:PATH.gguf` without a chat template in its metadata (llama-cpp-python's "
+        "names: `chatml`, `gemma`, `llama-3`, ...)", group="model", default_text="the file's own template",
+        commands=_TEAM)
     base_url: list[str] = setting(
         "OpenAI-compatible endpoint(s), comma separated (spread by `--routing`); none = the embedded "
         "model", parse_urls, [], env=("OPENAI_BASE_URL",),
@@ -206,7 +212,8 @@ class RunConfig:
     model_role: list[str] = setting(
         "`ROLE=MODEL` or `ROLE=MODEL@BASE_URL`, repeatable: the model (and endpoint) of one role "
         "of the topology, as traces and `show` name it (`manager`, `caller_worker`, `debater`, one agent as "
-        "`debater#1`), or `final`, the role whose answer is scored; MODEL `embedded` is the embedded model; "
+        "`debater#1`), or `final`, the role whose answer is scored; MODEL `embedded` (`embedded:KEY`, "
+        "`local:PATH.gguf`) is an embedded model; "
         "roles not named use `--model` (`sweep`: `;` between an axis's alternatives, `-` for none)",
         parse_model_roles, [], group="model", repeat=True, default_text="-", commands=_TEAM)
     price: list[str] = setting(
