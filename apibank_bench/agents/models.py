@@ -138,7 +138,7 @@ def system_folding(cfg: RunConfig, models: Any, local: bool = False) -> tuple[bo
         if choice.fold_system:
             return True, f"the embedded model's chat format ({choice.template}) drops system messages"
         return False, "kept: the embedded model's chat template " + (
-            f"({choice.template}) keeps them" if choice.template else "(the file's own) has a system turn")
+            f"({choice.template}) keeps them" if choice.template else "(the file's own) is given them")
     kind = server_kind(cfg, models)[0]
     data = models.get("data") if isinstance(models, dict) else None
     owners = {str(item.get("owned_by")) for item in data or () if isinstance(item, dict)}

@@ -153,6 +153,9 @@ class RunRecord(TypedDict):
     started_at: str  #: ISO 8601, UTC
     forced: list[Forced]  #: continuations with other measured settings (`--force`)
     merged_from: NotRequired[list[str]]  #: `merge`: the shard folders joined
+    #: the sha256 of the embedded model's GGUF the run served (none for a remote model): a resumed run must
+    #: serve the same file (runs.folder.decide)
+    model_sha256: NotRequired[str]
 
 
 class Vote(TypedDict):

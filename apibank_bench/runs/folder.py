@@ -93,10 +93,10 @@ def recorded_model_file(out_dir: Path, stored: dict) -> str | None:
     from apibank_bench.llm.embedded_models import identity_of_record
 
     try:
-        record = json.loads((Path(out_dir) / RECORD).read_text(encoding="utf-8"))
+        record = read_record(out_dir) or {}
     except (OSError, ValueError):
         record = {}
-    recorded = record.get("model_sha256") if isinstance(record, dict) else None
+    recorded = record.get("model_sha256")
     return identity_of_record(stored.get("model"), recorded if isinstance(recorded, str) else None)
 
 
