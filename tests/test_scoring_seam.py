@@ -18,7 +18,7 @@ def test_stages_are_written_as_their_plain_names():
 
 def test_each_api_goes_to_its_registered_scorer_else_the_generic_one():
     assert scorer_for("ToolSearcher") is score_toolsearcher_call
-    assert scorer_for("AddAgenda") is execute_and_compare is API_SCORERS.get(GENERIC)
+    assert scorer_for("AddAgenda") is execute_and_compare is API_SCORERS.get(GENERIC).score
 
 
 def test_the_scorer_reports_each_stage(apibank_root):

@@ -13,7 +13,7 @@ import pytest
 
 from apibank_bench.agents.kinds import AGENT_KINDS
 from apibank_bench.agents.prompts import role_prompt, visible_schemas
-from apibank_bench.agents.topologies import TOPOLOGIES, build_topology
+from apibank_bench.agents.topologies import build_topology, own_topologies
 from apibank_bench.agents.topologies.sequential import PIPELINE
 from apibank_bench.core.settings import RunConfig
 from apibank_bench.runs.naming import results_dir
@@ -23,7 +23,7 @@ from apibank_bench.scoring.stage import Reason
 from apibank_bench.data.tasks import get_task, render_call
 from tests.openai_stub import OpenAIStub, Reply, error, tool_call
 
-BUILDERS = [entry.name for entry in TOPOLOGIES if not entry.extra.get("alias_of")]
+BUILDERS = list(own_topologies())
 
 TASKS = ["level-1::AddAgenda-AddAlarm-GetUserToken-level-2-1.jsonl::0", "level-2::AddAgenda-level-3-1.jsonl::2"]
 ALARM = ("AddAlarm", {"token": "t", "time": "2023-09-12 13:50:00"})

@@ -46,7 +46,7 @@ class Agents:
 
     def __init__(self, model: "ChatClient | TeamModels", topology: str, prompts_dir: str | None = None,
                  message_format: str = "freeform", team_size: int = 1, *,
-                 tool_parse: str = "both", history: str = "text") -> None:
+                 tool_parse: str = "both", history: str = "text", seeds_by_round: bool = False) -> None:
         self.models = TeamModels.of(model)
         self.model = self.models.default  #: the `--model` client (the run's seed and settings)
         self.topology = topology
@@ -55,6 +55,7 @@ class Agents:
         self.team_size = team_size
         self.tool_parse = tool_parse  #: where a function-calling agent's tool call is read (agents.tool_answer)
         self.history = history  #: how a function-calling agent is sent the dialogue (agents.tool_history)
+        self.seeds_by_round = seeds_by_round  #: the topology's spec says its rounds are numbered (seeds.py)
         self._grammars: dict[tuple[str, str], dict] = {}  #: (task ID, server kind) -> its grammar field
 
     def ask(self, task: Task, role: str, context: str = "", *, index: int = 0, round: int = 0) -> AgentTurn:
@@ -95,7 +96,7 @@ class Agents:
         """The agent's sampling seed: the reference's numbering (`seeds.agent_seed`) from the run's seed,
         moved by the epoch's offset."""
         base = self.model.config.seed + EPOCH_SEED_STRIDE * _EPOCH.get()
-        return agent_seed(base, self.topology, round, index, self.team_size)
+        return agent_seed(base, round, index, self.team_size, self.seeds_by_round)
 
     @staticmethod
     def answered(turn: AgentTurn, completion: Completion, answer: str) -> AgentTurn:

@@ -19,9 +19,9 @@ def _load() -> None:
 AGENT_KINDS.load_with(_load)
 
 
-def make_agents(cfg, model) -> Agents:
+def make_agents(cfg, model, seeds_by_round: bool = False) -> Agents:
     return AGENT_KINDS.get(cfg.agent_kind)(model, cfg.topology, cfg.prompts_dir, cfg.message_format, cfg.team_size,
-                                           tool_parse=cfg.tool_parse, history=cfg.history)
+                                           tool_parse=cfg.tool_parse, history=cfg.history, seeds_by_round=seeds_by_round)
 
 
 #: The agent kinds that are sent tools, and so can be sent the dialogue's API calls as tool calls.
@@ -30,9 +30,10 @@ FUNCTION_CALLING_KINDS = ("sdk",)
 
 def check_history(cfg) -> None:
     """`--history tools` is for function-calling agents: a chat agent would be sent the text anyway."""
+    from apibank_bench.agents.topologies import as_run
     from apibank_bench.core.settings import flag
 
-    if cfg.history == "tools" and cfg.agent_kind not in FUNCTION_CALLING_KINDS and cfg.topology != "agents_sdk":
+    if cfg.history == "tools" and as_run(cfg)[1].agent_kind not in FUNCTION_CALLING_KINDS:  # an alias's kind too
         raise ValueError(f"{flag('history')} tools sends the dialogue's API calls as tool calls, which only "
                          f"function-calling agents are sent: use {flag('agent_kind')} sdk "
                          f"(or {flag('history')} text)")

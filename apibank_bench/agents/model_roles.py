@@ -46,23 +46,19 @@ def assignments(cfg) -> list[Assignment]:
 
 def topology_roles(cfg) -> tuple[list[str], str]:
     """The roles of the run's team (under its protocol) and its final role (whose answer is scored)."""
-    import dataclasses
+    from apibank_bench.agents.topologies import final_role, roles
 
-    from apibank_bench.agents.topologies import TOPOLOGIES, replica_role, roles
-
-    alias_of = TOPOLOGIES.entry(cfg.topology).extra.get("alias_of")
-    if alias_of:
-        cfg = dataclasses.replace(cfg, **alias_of)
-    names = roles(cfg)
-    return names, replica_role(cfg) or TOPOLOGIES.entry(cfg.topology).extra.get("final_role") or names[-1]
+    return roles(cfg), final_role(cfg)
 
 
 def check_assignments(cfg) -> None:
     """ValueError (a usage error) for a role the topology does not have, or a model with no endpoint."""
     if not cfg.model_role:
         return
+    from apibank_bench.agents.topologies import as_run
+
     names, final = topology_roles(cfg)
-    agents = 1 if cfg.topology in ("single", "agents_sdk") else cfg.team_size
+    agents = as_run(cfg)[0].agents(cfg)
     for given in assignments(cfg):
         index = given.index
         known = given.role_name in (*names, FINAL) and ("#" not in given.role or (

@@ -9,10 +9,8 @@ round, `round x N + peer`. Our topologies give each agent that place as its `ind
 
 from __future__ import annotations
 
-#: Topologies whose rounds are whole teams answering again, numbered round by round.
-ROUND_NUMBERED = frozenset({"decentralized"})
 
-
-def agent_seed(base: int, topology: str, round: int, index: int, team_size: int) -> int:
-    """The seed of agent `index` in `round` of a `topology` team of `team_size` (base seed `base`)."""
-    return base + (round * team_size if topology in ROUND_NUMBERED else 0) + index
+def agent_seed(base: int, round: int, index: int, team_size: int, by_round: bool) -> int:
+    """The seed of agent `index` in `round` of a team of `team_size` (base seed `base`); `by_round`: the
+    topology's rounds are the whole team answering again (its spec's `seeds_by_round`)."""
+    return base + (round * team_size if by_round else 0) + index

@@ -83,10 +83,11 @@ def main(args: argparse.Namespace) -> int:
     refusal = grid.check_cell(cell, args.allow_any_cell)
     if refusal:
         return _fail(refusal)
-    from apibank_bench.agents.topologies import TEAM_SIZES
+    from apibank_bench.agents.topologies import spec_of
 
-    if args.topology != "single" and args.team_size not in TEAM_SIZES:
-        return _fail(f"--team-size must be one of {TEAM_SIZES}, got {args.team_size}")
+    refusal = spec_of(args.topology).team_size_error(args.team_size, "--team-size")
+    if refusal:
+        return _fail(refusal)
     from apibank_bench.agents.models import EndpointUnreachable
     from apibank_bench.llm import ModelError
     from apibank_bench.optimize.job import JobError, run

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Iterator, TypeVar
+from dataclasses import dataclass
+from typing import Callable, Generic, Iterator, TypeVar
 
 T = TypeVar("T")
 
@@ -32,7 +32,6 @@ class Entry(Generic[T]):
     value: T
     help: str
     aliases: tuple[str, ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Registry(Generic[T]):
@@ -53,16 +52,18 @@ class Registry(Generic[T]):
         if loader is not None:
             loader()
 
-    def register(self, name: str, help: str, aliases: tuple[str, ...] = (), **extra: Any) -> Callable[[T], T]:
+    def register(self, name: str, help: str, aliases: tuple[str, ...] = ()) -> Callable[[T], T]:
         """A decorator that adds what it decorates under `name`."""
         def add(value: T) -> T:
-            return self.add(name, value, help, aliases, **extra)
+            return self.add(name, value, help, aliases)
         return add
 
-    def add(self, name: str, value: T, help: str, aliases: tuple[str, ...] = (), **extra: Any) -> T:
+    def add(self, name: str, value: T, help: str, aliases: tuple[str, ...] = ()) -> T:
+        """Add `value` under `name`; what a part is beyond its name and help is the value's own typed
+        fields (a topology's `TopologySpec`, an API's `ApiScoring`), never an untyped side table."""
         if name in self._entries:
             raise ValueError(f"{self.kind} {name!r} is registered twice")
-        self._entries[name] = Entry(name, value, help, aliases, extra)
+        self._entries[name] = Entry(name, value, help, aliases)
         for alias in aliases:
             self._aliases[alias] = name
         return value

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from apibank_bench.agents.prompts import role_text
-from apibank_bench.agents.topologies import TOPOLOGIES, roles
+from apibank_bench.agents.topologies import own_topologies, roles
 from apibank_bench.core.settings import RunConfig
 
 #: Topologies whose role prompts a candidate holds (an alias such as `agents_sdk` has its own target's).
-OPTIMIZABLE = tuple(entry.name for entry in TOPOLOGIES if not entry.extra.get("alias_of"))
+OPTIMIZABLE = own_topologies()
 
 
 def seed_prompts(cfg: RunConfig) -> dict[str, str]:

@@ -19,16 +19,18 @@ def results_dir(cfg: RunConfig) -> str:
         return cfg.out_dir
     if cfg.is_gold:
         return os.path.join("results", "apibank", "gold")
-    plain = cfg.agent_kind == "chat" or cfg.topology == "agents_sdk"
+    from apibank_bench.agents.topologies import as_run, spec_of
+
+    spec = spec_of(cfg.topology)
+    plain = cfg.agent_kind == "chat" or spec.alias_of is not None  # an alias's name says its kind
     name = cfg.topology if plain else f"{cfg.topology}_{cfg.agent_kind}"
     if cfg.team_protocol != "topology":
         name += f"_{cfg.team_protocol}"
-    if cfg.agent_kind == "sdk" or cfg.topology == "agents_sdk":  # what only function-calling agents measure
+    if as_run(cfg)[1].agent_kind == "sdk":  # what only function-calling agents measure (an alias's too)
         name += "" if cfg.tool_parse == "both" else f"_parse-{cfg.tool_parse}"
         name += "" if cfg.history == "text" else f"_history-{cfg.history}"
-    team = cfg.topology not in ("single", "agents_sdk")
-    if team:
-        name += f"-n{cfg.team_size}" + (f"-r{cfg.rounds}" if cfg.topology == "decentralized" else "")
+    if spec.is_team:
+        name += f"-n{cfg.team_size}" + (f"-r{cfg.rounds}" if "rounds" in spec.reads else "")
         name += "" if cfg.message_format == "freeform" else f"-{cfg.message_format}"
     name += f"-seed{cfg.seed}" if cfg.seed else ""
     model = re.sub(r"[^A-Za-z0-9._-]+", "_", cfg.model or "embedded").strip("._") or "model"

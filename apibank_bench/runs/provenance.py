@@ -62,15 +62,14 @@ def provenance(cfg, selected_ids: list[str] | None = None, started_at: str | Non
     """`summary.json`'s record of a run. `base_url`: where the model answered (asked for /models)."""
     from apibank_bench.agents.models import describe_model, endpoint_models
     from apibank_bench.agents.prompts import role_prompt
-    from apibank_bench.agents.topologies import TOPOLOGIES, roles
+    from apibank_bench.agents.topologies import as_run, roles
 
     base_url = base_url or (cfg.base_url[0] if cfg.base_url else None)
     models = None if cfg.is_gold else endpoint_models(base_url)
     record = {"model": describe_model(cfg, models), "git_revision": git_revision(), "packages": package_versions()}
     prompts = {}
     if not cfg.is_gold:
-        alias_of = TOPOLOGIES.entry(cfg.topology).extra.get("alias_of") or {}
-        topology = alias_of.get("topology", cfg.topology)
+        topology = as_run(cfg)[0].name
         prompts = {role: sha256_text(role_prompt(topology, role, cfg.prompts_dir)) for role in roles(cfg)}
     record["provenance"] = {
         "command_line": command_line((cfg.api_key,)),

@@ -130,7 +130,9 @@ def protocol_words(setup: dict) -> str | None:
     words for the closing table, the report's setup column, the instance pages and `show`; None
     for a single agent, the gold self-check, or a topology that ran its own graph."""
     protocol = setup.get("team_protocol") or "topology"
-    if protocol == "topology" or setup.get("topology") in (None, "single", "agents_sdk") or setup.get("model") == "gold":
+    from apibank_bench.agents.topologies import is_team
+
+    if protocol == "topology" or not is_team(setup.get("topology")) or setup.get("model") == "gold":
         return None
     if protocol == "replicas":
         return (f"replicas protocol: {setup.get('team_size', 'N')} lone answers of its final role, voted "

@@ -8,7 +8,7 @@ call after the dialogue's earlier calls in a fresh environment and asks the API'
 `scorer` is the `Scorer` with the run's data root and options; an exception it raises
 fails this answer only (the `Scorer` turns it into a wrong answer with the reason).
 
-A registration also says, as extras, what the scorer's wrong answers are called
+A registration (`ApiScoring`) also says what the scorer's wrong answers are called
 (`wrong`, a `Reason`; default `score:wrong_result`) and what scoring a task may load
 slowly (`needs(task, scorer)`: a key, or None; `load(key, scorer)` loads it), so the
 `Scorer` asks this table, never an API's name.
@@ -16,6 +16,7 @@ slowly (`needs(task, scorer)`: a key, or None; `load(key, scorer)` loads it), so
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
@@ -31,25 +32,47 @@ if TYPE_CHECKING:
 Verdict = tuple[bool, "str | None", Any]
 ApiScorer = Callable[["Task", dict, Any], Verdict]
 
+
+
+@dataclass(frozen=True)
+class ApiScoring:
+    """One API's scorer and what it needs."""
+
+    score: ApiScorer
+    wrong: Reason = Reason.SCORE_WRONG_RESULT  #: what its wrong answers are called
+    needs: Callable[[Task, Any], Any] | None = None  #: what scoring a task may load slowly (a key, or None)
+    load: Callable[[Any, Any], object] | None = None  #: loads a key `needs` named
+
+
 GENERIC = "*"
-API_SCORERS: Registry[ApiScorer] = Registry("API scorer", "the gold call's API")
+API_SCORERS: Registry[ApiScoring] = Registry("API scorer", "the gold call's API")
 # The APIs with scorers of their own register when their module is imported: `scoring.scorer`, which
 # sits above them, imports every one (here, a load by name would make an import cycle with them).
 
 
-def entry_for(api_name: str) -> Entry[ApiScorer]:
+def api_scorer(name: str, help: str, *, wrong: Reason = Reason.SCORE_WRONG_RESULT,
+               needs: Callable[[Task, Any], Any] | None = None,
+               load: Callable[[Any, Any], object] | None = None) -> Callable[[ApiScorer], ApiScorer]:
+    """A decorator that registers the scorer it decorates as API `name`'s."""
+    def add(score: ApiScorer) -> ApiScorer:
+        API_SCORERS.add(name, ApiScoring(score, wrong, needs, load), help)
+        return score
+    return add
+
+
+def entry_for(api_name: str) -> Entry[ApiScoring]:
     """The registration of this API's scorer, else the generic one's."""
     return API_SCORERS.entry(api_name if API_SCORERS.has(api_name) else GENERIC)
 
 
 def scorer_for(api_name: str) -> ApiScorer:
     """The scorer registered for this API, else the generic one."""
-    return entry_for(api_name).value
+    return entry_for(api_name).value.score
 
 
 def wrong_reason(api_name: str) -> Reason:
     """What a wrong answer at the `score` stage of this API is called."""
-    return Reason(entry_for(api_name).extra.get("wrong", Reason.SCORE_WRONG_RESULT))
+    return entry_for(api_name).value.wrong
 
 
 def slow_loads(tasks: Iterable[Task], scorer: Any) -> list[Callable[[], object]]:
@@ -58,14 +81,14 @@ def slow_loads(tasks: Iterable[Task], scorer: Any) -> list[Callable[[], object]]
     needs: dict[tuple[str, Any], Callable[[Any, Any], object]] = {}
     for task in tasks:
         entry = entry_for(task.gold.api_name)
-        need = entry.extra.get("needs")
+        need, load = entry.value.needs, entry.value.load
         key = need(task, scorer) if need else None
-        if key is not None:
-            needs.setdefault((entry.name, key), entry.extra["load"])
+        if key is not None and load is not None:
+            needs.setdefault((entry.name, key), load)
     return [partial(needs[name, key], key, scorer) for name, key in sorted(needs, key=repr)]
 
 
-@API_SCORERS.register(GENERIC, "execute the call after the replayed dialogue; the API's own check "
+@api_scorer(GENERIC, "execute the call after the replayed dialogue; the API's own check "
                                "compares its result with the gold result")
 def execute_and_compare(task: Task, arguments: dict, scorer: Any) -> Verdict:
     environment = Environment.for_level(task.level, scorer.root)

@@ -18,19 +18,28 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from apibank_bench.data import specs
 from apibank_bench.apis.search.model import ModelUnavailable
 from apibank_bench.core.frozen import thaw
 from apibank_bench.core.registry import Registry
 from apibank_bench.apis.search.catalog import SEARCHER_FILE, Catalog, spec_catalog, split_api_name
-from apibank_bench.scoring.api_scorers import API_SCORERS, Verdict
+from apibank_bench.scoring.api_scorers import Verdict, api_scorer
 from apibank_bench.scoring.stage import Reason
 
 API_NAME = "ToolSearcher"
 
-SCORERS: Registry = Registry("ToolSearcher scorer", "--apibank-toolsearcher-scorer")
+
+
+@dataclass(frozen=True)
+class ToolSearcherScorer:
+    score: Callable[[Any, Mapping[str, Any], Path], Verdict]
+    #: (level, root) -> the catalog it may embed for a level's tasks; None: it never embeds
+    searches: Callable[[str, Path], Catalog] | None = None
+
+
+SCORERS: Registry[ToolSearcherScorer] = Registry("ToolSearcher scorer", "--apibank-toolsearcher-scorer")
 
 
 def normalize_keywords(value: Any) -> str:
@@ -48,7 +57,7 @@ def score_toolsearcher(task, params: dict, scorer: str, root: Path) -> Verdict:
 
     `ModelUnavailable` is raised, not scored, when a needed embedding cannot be computed.
     """
-    return SCORERS.get(scorer)(task, params, root)
+    return SCORERS.get(scorer).score(task, params, root)
 
 
 def chosen_scorer(task, scorer) -> str:
@@ -66,7 +75,7 @@ def option_value(name: str | None) -> str | None:
 def _searched(task, scorer) -> tuple[str, str] | None:
     """What scoring `task` may embed: (ToolSearcher scorer, level) when that scorer searches by embedding."""
     name = chosen_scorer(task, scorer)
-    return (name, task.level) if SCORERS.entry(name).extra.get("searches") else None
+    return (name, task.level) if SCORERS.get(name).searches else None
 
 
 def _load_embeddings(need: tuple[str, str], scorer) -> None:
@@ -76,7 +85,7 @@ def _load_embeddings(need: tuple[str, str], scorer) -> None:
         catalog.embeddings()
 
 
-@API_SCORERS.register(API_NAME, "the ToolSearcher scorer chosen by --apibank-toolsearcher-scorer "
+@api_scorer(API_NAME, "the ToolSearcher scorer chosen by --apibank-toolsearcher-scorer "
                                 "(by default the level's: `keyword` for Level 1, else `official`)",
                       wrong=Reason.SCORE_SEARCH_MISS, needs=_searched, load=_load_embeddings)
 def score_toolsearcher_call(task, arguments: dict, scorer) -> Verdict:
@@ -210,18 +219,18 @@ def _score_official(task, params: Mapping[str, Any], root: Path) -> Verdict:
 
 
 # Listed in the order options and docs show them; `searches`: the catalog it may embed for a level's tasks.
-SCORERS.register("official", "the frozen catalog of recorded outputs (default for Levels 2 and 3)",
-                 aliases=("official_frozen", "frozen"),
-                 searches=lambda level, root: frozen_search(root, level).catalog)(_score_official)
-SCORERS.register("upstream", "a live search with the Levels 1-2 ToolSearcher API and its own check",
-                 aliases=("raw",), searches=lambda level, root: spec_catalog(specs.LEVEL12))(_score_upstream)
-SCORERS.register("keyword", "the normalized keywords must equal the gold's (default for Level 1)")(_score_keyword)
+SCORERS.add("official", ToolSearcherScorer(_score_official, lambda level, root: frozen_search(root, level).catalog),
+            "the frozen catalog of recorded outputs (default for Levels 2 and 3)", aliases=("official_frozen", "frozen"))
+SCORERS.add("upstream", ToolSearcherScorer(_score_upstream, lambda level, root: spec_catalog(specs.LEVEL12)),
+            "a live search with the Levels 1-2 ToolSearcher API and its own check", aliases=("raw",))
+SCORERS.add("keyword", ToolSearcherScorer(_score_keyword),
+            "the normalized keywords must equal the gold's (default for Level 1)")
 
 
 def searched_catalog(scorer: str, level: str, root: Path) -> Catalog | None:
     """The catalog `scorer` searches by embedding when it scores a Level-`level` ToolSearcher call
     (None: it never embeds). Its `embeddings()` loads the embedding model."""
-    searches = SCORERS.entry(scorer).extra.get("searches")
+    searches = SCORERS.get(scorer).searches
     return searches(str(level), Path(root)) if searches else None
 
 

@@ -1,7 +1,7 @@
 """N - 1 workers each study the whole task and report; the manager decides from the task and their reports."""
 
 from apibank_bench.agents.chat_agent import reports
-from apibank_bench.agents.topologies import TOPOLOGIES
+from apibank_bench.agents.topologies import topology
 from apibank_bench.agents.topologies.graph import Node, State, graph_of, last, ordered, solve_with
 
 #: Workers in the order a team adds them (a team of N has N - 1): the reference's three first, in its order.
@@ -15,7 +15,7 @@ def workers(cfg) -> list[str]:
 
 
 # Roles list the manager first, the role that decides (optimizers start with it), though it speaks last.
-@TOPOLOGIES.register("centralized", "N - 1 workers report on the task; a manager decides",
+@topology("centralized", "N - 1 workers report on the task; a manager decides",
                      roles=lambda cfg: ["manager", *workers(cfg)], final_role="manager",
                      reads=("team_size", "message_format"))
 def centralized(agents, cfg):

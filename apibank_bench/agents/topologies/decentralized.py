@@ -2,13 +2,13 @@
 peers'; R rounds in all (the reference's R); the last round votes."""
 
 from apibank_bench.agents.chat_agent import quote, reports
-from apibank_bench.agents.topologies import TOPOLOGIES
+from apibank_bench.agents.topologies import topology
 from apibank_bench.agents.topologies.graph import Node, State, graph_of, ordered, solve_with, voted
 
 
-@TOPOLOGIES.register("decentralized", "a debate of N agents over R rounds in all; the last round votes",
+@topology("decentralized", "a debate of N agents over R rounds in all; the last round votes",
                      roles=lambda cfg: ["debater"], final_role="debater",
-                     reads=("team_size", "rounds", "message_format", "vote"))
+                     reads=("team_size", "rounds", "message_format", "vote"), seeds_by_round=True)
 def decentralized(agents, cfg):
     def debater(index: int, round: int) -> Node:
         def node(state: State) -> dict:

@@ -1,7 +1,7 @@
 """A pipeline: each stage sees the earlier stages' reports; the last stage's call is the answer."""
 
 from apibank_bench.agents.chat_agent import reports
-from apibank_bench.agents.topologies import TOPOLOGIES
+from apibank_bench.agents.topologies import topology
 from apibank_bench.agents.topologies.graph import Node, State, graph_of, last, ordered, solve_with
 
 #: The stages in order, each with the team size from which it takes part (at N = 4 the reference's four).
@@ -14,7 +14,7 @@ def stages(cfg) -> list[str]:
     return [role for role, joins_at in PIPELINE if joins_at <= cfg.team_size]
 
 
-@TOPOLOGIES.register("sequential", "a pipeline of stages; the last stage's call is the answer", roles=stages,
+@topology("sequential", "a pipeline of stages; the last stage's call is the answer", roles=stages,
                      final_role="verifier", reads=("team_size", "message_format"))
 def sequential(agents, cfg):
     def stage(index: int, role: str) -> Node:
