@@ -14,7 +14,7 @@ from apibank_bench.commands import compare, data, manifests, optimize, report, r
 from apibank_bench.core import settings
 from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.core.paths import DataMissing
-import apibank_bench.runs  # noqa: F401 - importing the runs layer hands the settings their choices and rules
+from apibank_bench.runs.setting_rules import hand_down
 
 #: The subcommands, in the order `--help` lists them.
 COMMANDS = (run, sweep, show, compare, report, optimize, data, manifests, score)
@@ -41,6 +41,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    hand_down()  # the composition root: core's settings get the higher layers' choices and rules
     try:
         args = build_parser(chosen_command(argv) or "").parse_args(argv)
         with settings.command_voice():  # messages name this command's flags (`--resume`, not `--apibank-resume`)

@@ -20,7 +20,7 @@ from apibank_bench.runs.results import TRACES, read_jsonl, trace_name
 from apibank_bench.runs.summary import table_lines
 
 from openai_stub import OpenAIStub, Reply
-from test_bench_suite import bench
+from helpers import bench
 
 WRONG = Reply(text="[AddAlarm(time='never')]")
 
@@ -154,7 +154,9 @@ def test_show_says_where_the_ids_are(tmp_path, capsys):
     assert "has no instance 'no-such-id'" in err and "`id` field" in err and "level-1::" in err
     assert cli_main(["show", "x", "--out-dir", str(tmp_path / "nowhere")]) == 2
     assert "pass --out-dir" in capsys.readouterr().err
-    assert os.environ.get("APIBANK_VOICE") is None  # the command's voice ends with the command
+    from apibank_bench.core.settings import voice
+
+    assert voice() == "pytest" and "APIBANK_VOICE" not in os.environ  # the command's voice ends with the command
 
 
 def test_the_progress_line_reads_the_model_layer_s_counters():

@@ -11,6 +11,7 @@ from apibank_bench.agents import Solution
 from apibank_bench.data.manifests import manifest_ids
 from apibank_bench.data.tasks import Task, get_task, render_call
 from apibank_bench.llm import ChatClient, ModelConfig, ModelError
+from apibank_bench.llm.failure import Failure
 from apibank_bench.runs.instances import Solved, score, solve
 from apibank_bench.runs.results import records, score_predictions_file
 from apibank_bench.runs.row import ResultRow
@@ -107,7 +108,7 @@ def test_a_model_error_from_a_real_client_gets_its_reason(reply, settings, reaso
     with OpenAIStub(default=reply) as stub:
         with pytest.raises(ModelError) as raised:
             _client(stub.url, **settings).complete([{"role": "user", "content": "hi"}])
-    assert model_error_reason(str(raised.value)) == reason, str(raised.value)
+    assert model_error_reason(raised.value.failure) == reason, str(raised.value)  # typed where it was raised
 
 
 def test_a_request_of_a_stopped_run_is_interrupted_and_an_unknown_failure_a_model_error():
@@ -116,16 +117,30 @@ def test_a_request_of_a_stopped_run_is_interrupted_and_an_unknown_failure_a_mode
         client.abandon("Ctrl-C")
         with pytest.raises(ModelError) as raised:
             client.complete([{"role": "user", "content": "hi"}])
-    assert model_error_reason(str(raised.value)) == Reason.ERROR_INTERRUPTED
-    assert model_error_reason("the run was stopped: the endpoint answered nothing") == Reason.ERROR_INTERRUPTED
-    assert model_error_reason("AgentsException: max turns exceeded") == Reason.ERROR_MODEL  # an SDK's own failure
+    assert model_error_reason(raised.value.failure) == Reason.ERROR_INTERRUPTED
+    assert model_error_reason(None) == Reason.ERROR_MODEL  # an SDK's own failure: a kind the model layer did not name
+    assert {model_error_reason(failure) for failure in Failure} <= set(Reason)  # every kind is a reason code
 
 
 def test_error_rows_get_the_reason_of_what_failed(apibank_root, tasks):
     task, scorer = tasks["plain"], Scorer(apibank_root)
-    endpoint = score(Solved(task, Solution(None), ["HTTP 500: InternalServerError: boom"], True, 0.1), scorer)
+    endpoint = score(Solved(task, Solution(None), ["HTTP 500: InternalServerError: boom"], True, 0.1, 0,
+                            Failure.ENDPOINT), scorer)
     assert (endpoint.row.stage, endpoint.row.reason) == (Stage.ERROR, Reason.ERROR_ENDPOINT)
     assert endpoint.row.error == "model error: HTTP 500: InternalServerError: boom"
+    # the kind travels as a value from where the request failed: a message that names another error is just text
+    said = score(Solved(task, Solution(None), ["HTTP 500: the proxy said APITimeoutError"], True, 0.1, 0,
+                        Failure.ENDPOINT), scorer)
+    assert said.row.reason == Reason.ERROR_ENDPOINT
+
+    def timing_out(task):  # an agent whose request timed out, as a chat agent records it
+        from apibank_bench.agents.turn import AgentTurn
+
+        turn = AgentTurn(role="solver", messages=[], error="gave up after 2 attempts: boom", failure=Failure.TIMEOUT)
+        return Solution(None, turns=[turn], error=turn.error)
+
+    timed_out = score(solve(task, timing_out), scorer)
+    assert (timed_out.row.stage, timed_out.row.reason) == (Stage.ERROR, Reason.ERROR_TIMEOUT)
 
     def crashing(task):
         raise KeyError("a solver bug")

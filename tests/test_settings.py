@@ -1,6 +1,7 @@
 """The settings table: precedence, parsing, checked values, deprecated names, and everything derived from it."""
 
 import argparse
+import os
 import re
 import warnings
 from pathlib import Path
@@ -339,3 +340,41 @@ def test_the_table_command_writes_any_markdown_file_with_the_markers(tmp_path):
     text = page.read_text()
     assert text == ("# Settings\n\n" + settings.README_BLOCK[0] + settings.markdown_table() + settings.README_BLOCK[1]
                     + "\n\nafter\n")
+
+
+def test_no_import_hands_down_the_choices_each_composition_root_calls_for_them():
+    """Importing the runs layer, the plugin or the CLI hands nothing down; the CLI's `main` does, by one call."""
+    import subprocess
+    import sys
+
+    code = ("import apibank_bench.runs, apibank_bench.plugin, apibank_bench.cli\n"
+            "from apibank_bench.core.settings import setting\n"
+            "print(sorted(setting._CHOICE_SOURCES))\n"
+            "try:\n    apibank_bench.cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(setting._CHOICE_SOURCES))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = done.stdout.splitlines()
+    assert lines[0] == "[]"
+    assert lines[-1] == "['agent_kind', 'toolsearcher_scorer', 'topology']"
+
+
+def test_the_voice_is_a_value_a_worker_takes_from_its_controller(monkeypatch):
+    """Messages speak `run`'s flags under the CLI; an xdist worker gets that voice in `workerinput`, not
+    through the environment."""
+    from types import SimpleNamespace
+
+    from apibank_bench.plugin.options import SETTINGS_KEY, VOICE_KEY, resolve_settings
+
+    monkeypatch.delenv("APIBANK_VOICE", raising=False)
+    assert settings.flag("resume") == "--apibank-resume"
+    with settings.command_voice():
+        assert settings.flag("resume") == "--resume" and "APIBANK_VOICE" not in os.environ
+    assert settings.voice() == "pytest"
+    worker = SimpleNamespace(workerinput={SETTINGS_KEY: settings.RunConfig(model="gold").to_record(),
+                                          VOICE_KEY: "command"},
+                             pluginmanager=SimpleNamespace(get_plugins=lambda: []))
+    try:
+        assert resolve_settings(worker).model == "gold"
+        assert settings.flag("resume") == "--resume"
+    finally:
+        settings.use_voice("pytest")

@@ -73,7 +73,7 @@ class Agents:
             completion = client.complete(turn.messages, extra_body=extra, seed=self.seed(index, round))
         except ModelError as exc:
             completion = exc.completion
-            turn.error = str(exc)
+            turn.error, turn.failure = str(exc), exc.failure
         return self.answered(turn, completion, completion.text or "")
 
     def client(self, role: str, index: int = 0) -> ChatClient:

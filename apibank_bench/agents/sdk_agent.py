@@ -140,6 +140,7 @@ class SdkAgents(Agents):
         except Exception as exc:  # noqa: BLE001 - recorded on the turn, as a chat agent's model error
             if bridge.completion is None or bridge.error is not None:
                 turn.error = str(bridge.error or f"{type(exc).__name__}: {exc}")
+                turn.failure = bridge.error.failure if bridge.error is not None else None  # None: the SDK's own
             # else the SDK refused an answer the model did give (e.g. an unknown tool): that answer stands
         completion = bridge.completion or Completion(text="")
         turn.tool_calls = list(completion.tool_calls)

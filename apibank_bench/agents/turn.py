@@ -35,6 +35,7 @@ class AgentTurn:
     cached: bool = False
     finish_reason: str | None = None  #: why the model stopped ("length": at max_tokens)
     error: str | None = None
+    failure: str | None = None  #: `error`'s kind (llm.failure.Failure), from the request that failed; not written
     emits_call: bool = True  #: False for a free-text turn (a delegation): not scored as a call
     model: str = ""  #: the model that answered (its role's, `--model-role`; else `--model`)
     tool_calls: list[dict[str, str]] = field(default_factory=list)  #: an SDK agent's tool calls ({name, arguments})
@@ -65,4 +66,4 @@ def _plain(value: Any) -> Any:
     return str(value) if isinstance(value, StrEnum) else value
 
 
-_WRITTEN = tuple(spec.name for spec in fields(AgentTurn) if spec.name != "prediction")
+_WRITTEN = tuple(spec.name for spec in fields(AgentTurn) if spec.name not in ("prediction", "failure"))

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from apibank_bench.core import settings
@@ -48,7 +47,7 @@ def run_settings(args) -> settings.RunConfig:
 
 def pytest_args(args) -> list[str]:
     """The `pytest --pyargs apibank_bench.bench ...` command line a `run` invocation stands for (its settings
-    travel as `GivenSettings`, not as options): the package's own module, from any working directory."""
+    travel as `plugin.options.GivenSettings`, not as options): the package's own module, from any working directory."""
     argv = ["--pyargs", BENCH_MODULE]
     workers = settings.value_of(args, "workers")
     if workers:
@@ -66,15 +65,6 @@ def pytest_args(args) -> list[str]:
     # pytest started (this command's own) cannot have their asserts rewritten.
     argv += ["-o", "console_output_style=classic", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
     return argv + passed
-
-
-class GivenSettings:
-    """The settings `run` resolved, handed to pytest as a plugin object (`settings.GIVEN`): the plugin uses
-    them as they are; xdist workers get them from the controller in `workerinput`."""
-
-    def __init__(self, cfg: settings.RunConfig, given: AbstractSet[str] = frozenset()) -> None:
-        setattr(self, settings.GIVEN, cfg)
-        setattr(self, settings.GIVEN_NAMES, set(given))  #: the settings the user set (the rest are defaults)
 
 
 def check_before_start(cfg) -> None:
@@ -109,9 +99,10 @@ def run_benchmark(args) -> int:
     import_solver_modules(cfg)  # before pytest: see why there
 
     from apibank_bench.plugin.command_output import RunOutput
+    from apibank_bench.plugin.options import GivenSettings
 
     outcome = RunOutput()
-    given = GivenSettings(cfg, settings.given_names(lambda s: getattr(args, s.name, None)))
+    given = GivenSettings(cfg, frozenset(settings.given_names(lambda s: getattr(args, s.name, None))))
     code = pytest.main(pytest_args(args), plugins=[outcome, given])
     return exit_code(code, outcome)
 

@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 from apibank_bench.core.redact import redact
 from apibank_bench.llm.cache import ResponseCache, request_key
 from apibank_bench.llm.config import ModelConfig
+from apibank_bench.llm.failure import Failure, failure_of
 from apibank_bench.llm.completion import Completion, read_completion
 from apibank_bench.llm.http import APIConnectionError, APIStatusError, ChatEndpoint, ConnectionClosed, RateLimitError
 from apibank_bench.llm.limit import INITIAL, WIDE_INITIAL, Limiter
@@ -42,6 +43,11 @@ class ModelError(Exception):
     def __init__(self, message: str, completion: Completion):
         super().__init__(message)
         self.completion = completion
+
+    @property
+    def failure(self) -> Failure:
+        """Its kind, as the request that failed named it."""
+        return Failure(self.completion.failure or Failure.MODEL)
 
 
 @dataclass
@@ -279,7 +285,7 @@ class ChatClient:
         if completion.error is not None:
             instance = current_instance()
             if instance is not None and completion.stopped != "instance":
-                instance.fail(completion.error)  # the instance is an error row: its other requests stop
+                instance.fail(completion.error, completion.failure)  # an error row: its other requests stop
             raise ModelError(completion.error, completion)
         if self.cache is not None and (completion.text or completion.tool_calls):  # an empty answer is asked again
             self.cache.put(key, completion.cache_entry(body))
@@ -345,10 +351,10 @@ class ChatClient:
             return self.retry.call(attempt)
         except Stopped as exc:
             return Completion(text="", latency_s=time.monotonic() - started, attempts=attempts, base_url=url,
-                              error=str(exc.args[0]), stopped=exc.args[1])
+                              error=str(exc.args[0]), stopped=exc.args[1], failure=Failure.INTERRUPTED)
         except Exception as exc:  # noqa: BLE001 - every failure becomes this request's error
             error = describe_error(exc, [self.config.api_key])
             if is_retryable(exc):
                 error = f"gave up after {attempts} attempts: {error}"
             return Completion(text="", latency_s=time.monotonic() - started, attempts=attempts,
-                              base_url=url, error=error)
+                              base_url=url, error=error, failure=failure_of(exc))

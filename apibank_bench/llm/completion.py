@@ -27,6 +27,7 @@ class Completion:
     finish_reason: str | None = None
     tool_calls: list[dict[str, str]] = field(default_factory=list)  # [{name, arguments (JSON text)}], in order
     stopped: str | None = None  # "run" or "instance": not asked (or retried) because that stopped
+    failure: str | None = None  # with `error`: its kind (llm.failure.Failure), named where the request failed
 
     @classmethod
     def from_cache(cls, entry: CachedAnswer, latency_s: float) -> Completion:

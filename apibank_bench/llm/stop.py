@@ -112,15 +112,16 @@ class InstanceStop:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.cause: str | None = None  #: that request's error
+        self.failure: str | None = None  #: its kind (llm.failure.Failure)
         self._clock = clock
         self._held = 0  #: requests of this instance waiting for a slot now
         self._held_since = 0.0
         self._held_s = 0.0  #: seconds with at least one waiting, before `_held_since`
         self._lock = threading.Lock()
 
-    def fail(self, cause: str) -> None:
+    def fail(self, cause: str, failure: str | None = None) -> None:
         if self.cause is None:
-            self.cause = cause
+            self.cause, self.failure = cause, failure
 
     @contextmanager
     def held(self) -> Iterator[None]:

@@ -55,7 +55,9 @@ def pytest_configure(config: Any) -> None:
     if not benchmark_session(config):
         config.pluginmanager.register(NotTheBenchmark(), "apibank-session")
         return
-    import apibank_bench.runs  # noqa: F401 - importing the runs layer hands the settings their choices and rules
+    from apibank_bench.runs.setting_rules import hand_down
+
+    hand_down()  # the plugin is a composition root: the settings it resolves get the layers' choices and rules
     from apibank_bench.llm.probe import forget_probes
     # Imported here: the model layer and the agents load only in a pytest run, not with the package.
     from apibank_bench.plugin import fixtures

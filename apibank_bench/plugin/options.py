@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
@@ -21,17 +23,29 @@ _IMPORT = re.compile(rb"^[ \t]*(from[ \t]+apibank_bench\.bench(\.\w+)*[ \t]+impo
 SETTINGS_KEY = "apibank_settings"
 SHARE_KEY = "apibank_share"  #: the `workerinput` key of a worker's share: [index, count], or None
 URL_KEY = "apibank_base_url"  #: the `workerinput` key of the embedded model's URL
+VOICE_KEY = "apibank_voice"  #: the `workerinput` key of the controller's message voice (core.settings.voice)
 CASE = "apibank_task_id"  #: the benchmark test's parameter: its case ID (runs.epochs)
+
+
+@dataclass(frozen=True, eq=False)  # a plugin: pluggy keeps it in a set, by identity
+class GivenSettings:
+    """The settings `apibank-bench run` resolved, handed to `pytest.main(plugins=[...])` as this plugin
+    object, which the plugin finds by its type: the plugin uses them as they are (xdist workers get them
+    from the controller in `workerinput`)."""
+
+    cfg: settings.RunConfig
+    given: AbstractSet[str] = field(default_factory=frozenset)  #: the settings the user set (the rest are defaults)
 
 
 def resolve_settings(config: Any) -> settings.RunConfig:
     """The run's settings: given by `apibank-bench run`, else from the options; an xdist worker takes the
-    controller's (`workerinput`)."""
+    controller's (`workerinput`), and its message voice."""
     given = handed(config)
     if given is not None:
-        return getattr(given, settings.GIVEN)
+        return given.cfg
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and SETTINGS_KEY in workerinput:
+        settings.use_voice(workerinput.get(VOICE_KEY, "pytest"))
         return settings.from_record(workerinput[SETTINGS_KEY])
     try:
         return settings.resolve(lambda s: config.getoption(s.dest), lambda s: config.getini(s.dest))
@@ -39,16 +53,16 @@ def resolve_settings(config: Any) -> settings.RunConfig:
         raise pytest.UsageError(f"apibank: {exc}") from None
 
 
-def handed(config: Any) -> Any:
+def handed(config: Any) -> GivenSettings | None:
     """The plugin object through which `apibank-bench run` handed pytest its resolved settings, or None."""
-    return next((plugin for plugin in config.pluginmanager.get_plugins() if hasattr(plugin, settings.GIVEN)), None)
+    return next((plugin for plugin in config.pluginmanager.get_plugins() if isinstance(plugin, GivenSettings)), None)
 
 
 def given_names(config: Any) -> set[str]:
     """The settings the user set (the rest are defaults): as `run` handed them, else from the options."""
     given = handed(config)
     if given is not None:
-        return set(getattr(given, settings.GIVEN_NAMES, ()))
+        return set(given.given)
     return settings.given_names(lambda s: config.getoption(s.dest), lambda s: config.getini(s.dest))
 
 

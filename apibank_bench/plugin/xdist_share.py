@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from xdist.scheduler import LoadScheduling
 
-from apibank_bench.plugin.options import SETTINGS_KEY, SHARE_KEY, URL_KEY
+from apibank_bench.core import settings
+from apibank_bench.plugin.options import SETTINGS_KEY, SHARE_KEY, URL_KEY, VOICE_KEY
 from apibank_bench.runs.benchmark_run import BenchmarkRun
 from apibank_bench.scoring.stage import Reason
 
@@ -100,6 +101,7 @@ class XdistParts:
         if not self.requested:
             return
         node.workerinput[SETTINGS_KEY] = self.run.cfg.to_record()  # resolved once, by the controller
+        node.workerinput[VOICE_KEY] = settings.voice()  # its messages' words: `run`'s flags under the CLI
         if needs_local_server(self.run.cfg):
             node.workerinput[URL_KEY] = self.embedded_urls()
         if self.config.getoption("dist", "load") == "load" and index < count:

@@ -1,10 +1,6 @@
 """The runs layer: solving and scoring instances, results files, summaries, statistics, provenance.
 
-Importing the layer hands core's settings the choices and rules it owns (`setting_rules.hand_down`):
-every process that runs a benchmark (the CLI, the pytest plugin, a script, a sweep's cell on a Slurm
-node) imports it, so none has to remember to.
+The choices and rules of core's settings that this layer owns are handed down by one explicit call,
+`setting_rules.hand_down()`, made by each composition root (the CLI's `main`, the pytest plugin's
+configure, a sweep cell's job on its node, a script); importing the layer does nothing.
 """
-
-from apibank_bench.runs.setting_rules import hand_down
-
-hand_down()

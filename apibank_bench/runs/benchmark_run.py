@@ -1,9 +1,10 @@
 """One benchmark run's state, headless: its settings, selection, folder, written rows, tallies, model
 client, instance pool, summary and the gate's verdict.
 
-A script runs the benchmark without pytest (importing the runs layer hands core's settings the choices
-and rules the layers own, so the script can resolve its settings):
+A script runs the benchmark without pytest (a composition root like the CLI: it first hands core's
+settings the choices and rules the layers own, so it can resolve its settings):
 
+    hand_down()              # runs.setting_rules
     cfg = settings.from_environment(model="gold", limit=10)
     run = BenchmarkRun(cfg)
     run.open_folder()        # one run per folder (runs.folder): refused before anything runs

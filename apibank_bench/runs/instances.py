@@ -74,10 +74,11 @@ class InstanceResult:
                 f"  predicted: {self.score.predicted_call}\n  gold:      {self.task.gold_call}")
 
 
-def _turn_errors(solution: Solution) -> list[str]:
-    """Model errors of a solution: its own, and any agent turn's (a team with a failed member is not the team)."""
-    errors = [turn.error for turn in solution.turns or () if turn.error]
-    return errors or ([solution.error] if solution.error else [])
+def _turn_errors(solution: Solution) -> list[tuple[str, str | None]]:
+    """Model errors of a solution, each with its kind (llm.failure.Failure): its own, and any agent turn's
+    (a team with a failed member is not the team)."""
+    errors = [(turn.error, turn.failure) for turn in solution.turns or () if turn.error]
+    return errors or ([(solution.error, None)] if solution.error else [])
 
 
 @dataclass
@@ -90,6 +91,7 @@ class Solved:
     endpoint_failure: bool
     elapsed: float
     epoch: int = 0
+    failure: str | None = None  #: the last model error's kind (llm.failure.Failure; None: another kind)
 
 
 def solve(task: Task, solver: Solver, epoch: int = 0, stop: InstanceStop | None = None) -> Solved:
@@ -100,14 +102,15 @@ def solve(task: Task, solver: Solver, epoch: int = 0, stop: InstanceStop | None 
     try:
         with solving_epoch(epoch), instance_scope(stop) as stop:  # a request failed for good stops the others
             solution = solver(task)
-        errors = _turn_errors(solution)
-        if stop.cause and errors:
-            errors = [stop.cause]  # that request's error, not an "another request failed" that followed it
+        failed = _turn_errors(solution)
+        if stop.cause and failed:
+            failed = [(stop.cause, stop.failure)]  # that request's error, not an "another request failed" after it
+        errors, failure = [error for error, _ in failed], (failed[-1][1] if failed else None)
         endpoint_failure = bool(errors)
     except Exception as exc:  # a solver bug costs this instance only
         solution = Solution(answer=None, trace={"traceback": redact(traceback.format_exc())})
-        errors = [redact(f"solver crashed: {type(exc).__name__}: {exc}")]
-    return Solved(task, solution, errors, endpoint_failure, time.perf_counter() - started, epoch)
+        errors, failure = [redact(f"solver crashed: {type(exc).__name__}: {exc}")], None
+    return Solved(task, solution, errors, endpoint_failure, time.perf_counter() - started, epoch, failure)
 
 
 def score(solved: Solved, scorer: Scorer) -> InstanceResult:
@@ -115,7 +118,7 @@ def score(solved: Solved, scorer: Scorer) -> InstanceResult:
     task, solution, team = solved.task, solved.solution, None
     if solved.errors:
         error = solved.errors[-1]
-        verdict = (Score(False, Stage.ERROR, f"model error: {error}", reason=model_error_reason(error))
+        verdict = (Score(False, Stage.ERROR, f"model error: {error}", reason=model_error_reason(solved.failure))
                    if solved.endpoint_failure else Score(False, Stage.ERROR, error, reason=Reason.ERROR_SOLVER_CRASH))
     else:
         try:

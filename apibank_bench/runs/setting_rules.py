@@ -3,8 +3,10 @@
 topology module is all it takes to add a choice), the topologies' team-size rule and the agent kinds'
 `--history` rule.
 
-Importing the runs layer calls `hand_down()` (runs/__init__.py), so every run's settings are resolved
-with them. Nothing here imports a registry until a choice is asked for: `--help` loads no topology.
+Each composition root calls `hand_down()` once, explicitly (the CLI's `main`, the plugin's configure, a
+sweep cell's job, the test suite's conftest, a script), so every run's settings are resolved with them;
+importing this module does nothing. Nothing here imports a registry until a choice is asked for:
+`--help` loads no topology.
 
 The docs' settings table is generated here, where every choice is known:
 `python -m apibank_bench.runs.setting_rules` prints it; `--write FILE` puts it between the markers of a

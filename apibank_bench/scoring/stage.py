@@ -10,7 +10,6 @@ A correct answer has no reason.
 
 from __future__ import annotations
 
-import re
 from enum import StrEnum
 
 
@@ -59,21 +58,7 @@ class Reason(StrEnum):
         return Stage(self.value.partition(":")[0])
 
 
-# A model error's text names the exception of its last attempt (llm.client.describe_error: "HTTP 400:
-# ContextLengthError: ...", "gave up after 3 attempts: APITimeoutError: ..."), or says why the request
-# was not made (llm.client: "abandoned: ...", "the run was stopped: ...").
-_STOPPED = ("abandoned: ", "the run was stopped: ")
-_ENDPOINT = re.compile(r"HTTP \d{3}: |\b(APIError|APIConnectionError|ConnectionClosed|APIStatusError|MalformedResponse)\b")
-
-
-def model_error_reason(message: str) -> Reason:
-    """The reason code of a model error (what a failed request left on its agent turn)."""
-    if message.startswith(_STOPPED):
-        return Reason.ERROR_INTERRUPTED
-    if "ContextLengthError" in message:
-        return Reason.ERROR_CONTEXT_LENGTH
-    if "APITimeoutError" in message:
-        return Reason.ERROR_TIMEOUT
-    if _ENDPOINT.search(message):
-        return Reason.ERROR_ENDPOINT
-    return Reason.ERROR_MODEL
+def model_error_reason(failure: str | None) -> Reason:
+    """The reason code of a model error of kind `failure` (llm.failure.Failure, named where the request
+    failed; None: a kind the model layer did not name, such as an agent SDK's own failure)."""
+    return Reason(f"{Stage.ERROR}:{failure}") if failure else Reason.ERROR_MODEL

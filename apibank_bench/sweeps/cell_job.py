@@ -147,6 +147,9 @@ class CellJob:
         return {name: value for name, value in self.__dict__.items() if name != "cfg"}
 
     def __call__(self) -> int:
+        from apibank_bench.runs.setting_rules import hand_down
+
+        hand_down()  # on a Slurm node this is the process's composition root (no CLI loaded it)
         cell = Cell({}, dict(self.given), Path(self.path), cfg=self.cfg)
         plan(cell)  # again, now: an earlier job of this cell may have left results to resume
         if cell.skip:

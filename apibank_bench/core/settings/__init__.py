@@ -14,8 +14,8 @@ the run is carried out (`operational`), or which instances it covers (`selection
 sweep, resume and compare all ask that field.
 
 Choices that name a registered thing (topologies, ToolSearcher scorers, agent kinds) and the
-team-size rule are handed down by the layers that own them (`runs.setting_rules`, run when the runs
-layer is imported): core names no higher layer.
+team-size rule are handed down by the layers that own them (`runs.setting_rules.hand_down()`, one
+explicit call by each composition root: the CLI, the pytest plugin's configure): core names no higher layer.
 
 The modules: `parsers` (values), `setting` (one row), `run_config` (RunConfig), `table` (SETTINGS),
 `voice` (the typed command's words), `resolve`, `generate`, `environment`. Their names are all here.
@@ -30,7 +30,7 @@ from apibank_bench.core.settings.parsers import (
     parse_model_roles, parse_prices, parse_shard, parse_urls,
 )
 from apibank_bench.core.settings.resolve import (
-    GIVEN, GIVEN_NAMES, command_values, from_environment, given_names, hand_down_rule, of_command, resolve,
+    command_values, from_environment, given_names, hand_down_rule, of_command, resolve,
     resolve_sweep, run_config_of, value_from_environment, value_of,
 )
 from apibank_bench.core.settings.run_config import RUN_SETTINGS, SERVER_KINDS, RunConfig, from_record
@@ -42,17 +42,17 @@ from apibank_bench.core.settings.table import (
     BY_NAME, COMMAND_SETTINGS, EXECUTORS, METHODS, RUN_DEFAULT_LIMIT, SETTINGS, SWEEP_SETTINGS, differences,
     names_with_role, run_limit,
 )
-from apibank_bench.core.settings.voice import VOICE_ENV, command_voice, flag, spoken
+from apibank_bench.core.settings.voice import Voice, command_voice, flag, spoken, use_voice, voice
 
 __all__ = [
-    "BY_NAME", "COMMAND_SETTINGS", "DATA_COMMANDS", "EXECUTORS", "FROM_TABLE", "GIVEN", "GIVEN_NAMES", "HANDED_DOWN",
+    "BY_NAME", "COMMAND_SETTINGS", "DATA_COMMANDS", "EXECUTORS", "FROM_TABLE", "HANDED_DOWN",
     "LIBRARY_ENVIRONMENT", "MEASUREMENT", "METHODS", "NO_ROLE_MODELS", "OPERATIONAL", "README_BLOCK", "ROLES",
     "RUN_COMMANDS", "RUN_DEFAULT_LIMIT", "RUN_SETTINGS", "SELECTION", "SERVER_KINDS", "SETTINGS", "SWEEP_SETTINGS",
-    "TEAM_COMMANDS", "VOICE_ENV", "RunConfig", "Setting", "above", "add_command_flags", "add_pytest_options",
-    "at_least", "command_values", "command_voice", "differences", "flag", "from_environment", "from_record",
-    "given_names", "hand_down_choices", "hand_down_rule", "library_environment", "markdown_table",
-    "model_role_parts", "names_with_role", "of_command", "parse_alpha", "parse_bool", "parse_json_object",
-    "parse_list", "parse_model_roles", "parse_prices", "parse_shard", "parse_urls", "pytest_argv", "resolve",
-    "resolve_sweep", "run_config_of", "run_limit", "secrets_in_environment", "spoken", "value_from_environment",
-    "value_of", "write_readme_table",
+    "TEAM_COMMANDS", "RunConfig", "Setting", "Voice", "above", "add_command_flags", "add_pytest_options", "at_least",
+    "command_values", "command_voice", "differences", "flag", "from_environment", "from_record", "given_names",
+    "hand_down_choices", "hand_down_rule", "library_environment", "markdown_table", "model_role_parts",
+    "names_with_role", "of_command", "parse_alpha", "parse_bool", "parse_json_object", "parse_list",
+    "parse_model_roles", "parse_prices", "parse_shard", "parse_urls", "pytest_argv", "resolve", "resolve_sweep",
+    "run_config_of", "run_limit", "secrets_in_environment", "spoken", "use_voice", "value_from_environment",
+    "value_of", "voice", "write_readme_table",
 ]

@@ -15,11 +15,6 @@ from apibank_bench.core.settings.setting import Setting
 from apibank_bench.core.settings.table import BY_NAME, SETTINGS, SWEEP_SETTINGS
 from apibank_bench.core.settings.voice import flag
 
-#: The attribute holding a RunConfig on an object handed to `pytest.main(plugins=[...])` (`apibank-bench run`
-#: does): the plugin takes those settings as they are, with no options to parse again.
-GIVEN = "apibank_run_config"
-GIVEN_NAMES = "apibank_given_names"  #: beside it, the names of the settings the user set
-
 #: Checks of a whole RunConfig that the layer owning what they name hands down (each raises ValueError).
 _RULES: list[Callable[[RunConfig], None]] = []
 

@@ -89,7 +89,7 @@ class Setting:
                 source = _CHOICE_SOURCES[self.name]
             except KeyError:
                 raise LookupError(f"the choices of {self.flag_name} are handed down by the layer that names them, "
-                                  "and none were (importing the runs layer hands them down)") from None
+                                  "and none were (a composition root calls runs.setting_rules.hand_down() first)") from None
             return tuple(source())
         return self.choices
 

@@ -1,22 +1,37 @@
 """The words of the command the user typed: messages name `apibank-bench`'s flags (`--resume`) under a
-command, and the pytest options (`--apibank-resume`) under plain pytest."""
+command, and the pytest options (`--apibank-resume`) under plain pytest.
+
+The voice is a value of this process, set by whoever starts the work: the CLI wraps each command in
+`command_voice()`; the pytest plugin gives the controller's voice to its xdist workers (`workerinput`),
+which `use_voice` it. No environment variable carries it.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import os
-from typing import Iterator
+from typing import Iterator, Literal
 
-#: Set (to "command") while an `apibank-bench` command runs, and inherited by the pytest it starts
-#: and that pytest's xdist workers: messages then name `run`'s flags (`--resume`), and under plain
-#: pytest the pytest options (`--apibank-resume`).
-VOICE_ENV = "APIBANK_VOICE"
+Voice = Literal["pytest", "command"]
+_voice: Voice = "pytest"
+
+
+def voice() -> Voice:
+    """The voice messages speak in now."""
+    return _voice
+
+
+def use_voice(value: Voice) -> None:
+    """Speak in `value` from now on (an xdist worker takes its controller's)."""
+    global _voice
+    if value not in ("pytest", "command"):
+        raise ValueError(f"unknown voice {value!r}")
+    _voice = value
 
 
 def flag(name: str) -> str:
     """The flag of setting `name` as the user types it: `--NAME` under `apibank-bench`, else `--apibank-NAME`."""
     dashed = name.replace("_", "-")
-    return f"--{dashed}" if os.environ.get(VOICE_ENV) == "command" else f"--apibank-{dashed}"
+    return f"--{dashed}" if _voice == "command" else f"--apibank-{dashed}"
 
 
 def spoken(option: str) -> str:
@@ -27,13 +42,9 @@ def spoken(option: str) -> str:
 @contextlib.contextmanager
 def command_voice() -> Iterator[None]:
     """Messages name the command's flags while this lasts (the CLI wraps every command in it)."""
-    old = os.environ.get(VOICE_ENV)
-    os.environ[VOICE_ENV] = "command"
+    old = _voice
+    use_voice("command")
     try:
         yield
     finally:
-        if old is None:
-            os.environ.pop(VOICE_ENV, None)
-        else:
-            os.environ[VOICE_ENV] = old
-
+        use_voice(old)
