@@ -41,7 +41,9 @@ def closing_lines(cfg, summary: dict, error_reasons: dict[str, str] | None = Non
     if protocol:
         label = f"{cfg.topology} ({protocol}) / {model}"
     lines = [f" API-Bank: {label} ".center(width, "="), *table_lines(summary)]
-    if cfg.agent_kind == "sdk" or cfg.topology == "agents_sdk":
+    from apibank_bench.agents.topologies import as_run
+
+    if not cfg.is_gold and as_run(cfg)[1].agent_kind == "sdk":  # an alias's agents are its own kind
         lines += answered_by_lines(summary.get("answered_by"))
     counts = Counter({code: count for code, count in (summary.get("failures_by_reason") or {}).items()
                       if code.startswith(f"{Stage.ERROR}:")})
