@@ -84,8 +84,10 @@ def run_config(**settings: Any) -> RunConfig:
     as its flag's value is; a setting not given comes from its `APIBANK_*` environment variable, else its
     default. A bad value is a ValueError naming the setting. `limit` None (the default) runs every
     instance of the selection."""
-    import apibank_bench.runs  # noqa: F401 - hands the settings the choices and rules the layers own
     from apibank_bench.core import settings as table
+    from apibank_bench.runs.setting_rules import hand_down
+
+    hand_down()  # the API is a composition root: the settings get the choices and rules the layers own
 
     unknown = sorted(set(settings) - {setting.name for setting in table.RUN_SETTINGS})
     if unknown:
@@ -147,8 +149,10 @@ def score_answers(answers: str | Path, out_dir: str | Path, *, level: str | None
     """Score saved answers (a JSONL file of `{"id": ..., "prediction": ...}` lines, e.g. a run's
     predictions.jsonl) into the results folder `out_dir`, as `apibank-bench score` does. `level`: the
     level of IDs without a `level-N::` prefix."""
-    import apibank_bench.runs  # noqa: F401 - the ToolSearcher scorers' names
     from apibank_bench.runs.results import score_predictions_file
+    from apibank_bench.runs.setting_rules import hand_down
+
+    hand_down()  # the ToolSearcher scorers' names
 
     score_predictions_file(Path(answers), Path(out_dir), level=level, toolsearcher_scorer=toolsearcher_scorer,
                            root=root)

@@ -355,6 +355,11 @@ def test_no_import_hands_down_the_choices_each_composition_root_calls_for_them()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     lines = done.stdout.splitlines()
     assert lines[0] == "[]"
+    from apibank_bench.core.paths import PROJECT_ROOT
+
+    side_effects = [str(path) for path in (PROJECT_ROOT / "apibank_bench").rglob("*.py")
+                    if re.search(r"^\s*import apibank_bench\.runs\b", path.read_text(encoding="utf-8"), flags=re.M)]
+    assert side_effects == []  # an import kept only for what importing does
     assert lines[-1] == "['agent_kind', 'toolsearcher_scorer', 'topology']"
 
 
