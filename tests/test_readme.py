@@ -174,3 +174,82 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path: Path):
     assert build.returncode == 0, build.stderr[-3000:]
     settings_page = (tmp_path / "site" / "settings" / "index.html").read_text(encoding="utf-8")
     assert "<table>" in settings_page and "<code>--apibank-root</code>" in settings_page  # the generated table
+    folded = {page.relative_to(tmp_path).as_posix(): items for page in (tmp_path / "site").rglob("*.html")
+              if (items := folded_list_items(page.read_text(encoding="utf-8")))}
+    assert folded == {}  # a list item the markdown folded into the paragraph before it, dash and all
+
+
+def folded_list_items(html: str) -> list[str]:
+    """The lines of a page's paragraphs that start with a list marker: markdown took a list item for
+    the paragraph's continuation (no blank line after an indented block), and the page shows the dash."""
+    return [line.strip()[:60] for paragraph in re.findall(r"<p>(.*?)</p>", html, flags=re.S)
+            for line in paragraph.splitlines()[1:] if re.match(r"\s*[-*+] \S", line)]
+
+
+def test_a_folded_list_item_is_found():
+    html = "<ul><li><p><strong>A.</strong> one\n- <strong>B.</strong> two</p></li></ul><p>a - b</p>"
+    assert folded_list_items(html) == ["- <strong>B.</strong> two"]
+
+
+#: Words that say which exit a sentence claims; each names the one `ExitCode` such a claim must give.
+EXIT_CLAIMS = [(r"model name", "USAGE"), (r"nobody answers|unreachable", "UNREACHABLE"),
+               (r"Ctrl-C|SIGTERM|interrupted", "INTERRUPTED"), (r"significantly worse|regression", "WORSE")]
+
+
+def exit_claims(text: str) -> list[tuple[str, int]]:
+    """(sentence, code) for each `exit N` / `exit code N` / `exits N` a text claims of `apibank-bench`
+    (not pytest's, nor `compare`'s, which have their own)."""
+    sentences = re.split(r"(?<=[.;])\s+", re.sub(r"\s+", " ", text))
+    return [(sentence, int(code)) for sentence in sentences if "compare" not in sentence
+            for code in re.findall(r"(?<!pytest )\bexit(?:s| code| status)? (\d+)\b(?! s\b)", sentence)]  # not "exits 22 s"
+
+
+def wrong_exit_claims(text: str) -> list[str]:
+    from apibank_bench.core.exit_codes import ExitCode
+
+    wrong = []
+    for sentence, code in exit_claims(text):
+        if code not in {int(member) for member in ExitCode}:
+            wrong.append(f"{code} is no ExitCode: {sentence}")
+        for words, name in EXIT_CLAIMS:
+            if re.search(words, sentence) and len(exit_claims(sentence)) == 1 and code != ExitCode[name]:
+                wrong.append(f"exit {code} where {name} is {int(ExitCode[name])}: {sentence}")
+    return wrong
+
+
+def test_claimed_exit_codes_are_the_exit_codes():
+    assert sum(len(exit_claims(text)) for text in TEXTS) >= 10
+    assert [claim for text in TEXTS for claim in wrong_exit_claims(text)] == []
+    stale = ("The benchmark's model fixture stops the run with one message and exit code 3 on either that or a "
+             "missing model name.")
+    assert wrong_exit_claims(stale) == [f"exit 3 where USAGE is 2: {stale}"]
+
+
+def test_the_architecture_names_each_subcommand_in_its_module():
+    """docs/architecture.md's `commands` row says which module holds which subcommands, as the CLI has them."""
+    import argparse
+
+    from apibank_bench.cli import COMMANDS
+
+    actual = {}
+    for module in COMMANDS:
+        sub = argparse.ArgumentParser().add_subparsers()
+        module.register(sub)
+        actual[module.__name__.rsplit(".", 1)[-1]] = sorted(sub.choices)
+    row = next(line for line in (DOCS / "architecture.md").read_text(encoding="utf-8").splitlines()
+               if line.startswith("| commands |"))
+    claimed = {module: sorted(re.findall(r"`([\w-]+)`", names))
+               for module, names in re.findall(r"`(\w+)\.py` \(([^)]*)\)", row)}
+    each = row.split("a module each for", 1)[1] if "a module each for" in row else ""
+    claimed.update({name: [name] for name in re.findall(r"`([\w-]+)`", each)})
+    assert claimed == actual
+
+
+def test_the_docs_home_shows_how_to_install():
+    """The site is read without the README: its home page has the install command, for this package."""
+    import tomllib
+
+    name = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["name"]
+    home = (DOCS / "index.md").read_text(encoding="utf-8")
+    lines = [line for block in re.findall(r"```bash\n(.*?)```", home, flags=re.S) for line in block.splitlines()]
+    assert any(re.match(rf"pip install (\S+ )*\"?{re.escape(name)}\b", line) for line in lines), lines
