@@ -168,3 +168,19 @@ def test_the_progress_line_reads_the_model_layer_s_counters():
     client = SimpleNamespace(limiter=SimpleNamespace(active=5), waiting=2, stats=stats)
     assert model_activity(client) == {"in_flight": 5, "waiting": 2, "cache_hits": 7}
     assert model_activity(None) == {}  # the gold self-check, or an xdist controller: nothing to read
+
+
+def test_a_progress_line_left_running_is_stopped_before_the_interpreter_ends():
+    # Its thread is a daemon: one still running as the interpreter finalizes is cut off wherever it is.
+    import subprocess
+    import sys
+
+    script = ("import atexit, io, threading, time\n"
+              "atexit.register(lambda: print('alive' if any(t.name == 'progress-line' and t.is_alive() "
+              "for t in threading.enumerate()) else 'stopped'))\n"
+              "from apibank_bench.core.progress import ProgressLine\n"
+              "ProgressLine(lambda: 'x', io.StringIO(), live=True, interval_s=0.01).start()\n"
+              "time.sleep(0.1)\n")
+    ended = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (ended.returncode, ended.stdout.strip()) == (0, "stopped"), ended.stderr
+

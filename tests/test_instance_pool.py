@@ -132,6 +132,47 @@ def test_the_embedding_model_is_preloaded_only_when_the_selection_can_need_it(ap
 
     assert scoring.Scorer().preload(others) is None  # no ToolSearcher call to score: nothing to load
     assert scoring.Scorer(toolsearcher_scorer="keyword").preload(searches) is None  # keywords never embed
-    thread = scoring.Scorer().preload(tasks)  # official: each level's frozen catalog
-    thread.join(WAIT)
+    preload = scoring.Scorer().preload(tasks)  # official: each level's frozen catalog
+    preload._thread.join(WAIT)
     assert loaded == [("official", "2"), ("official", "3")]
+
+
+def test_stopping_the_preload_skips_what_has_not_started_and_waits_for_what_has(monkeypatch):
+    import apibank_bench.scoring.toolsearcher_scorers as toolsearcher
+    from apibank_bench.scoring.scorer import Scorer
+
+    started, release, loaded = threading.Event(), threading.Event(), []
+
+    class Catalog:
+        def __init__(self, scorer, level):
+            self.level = level
+
+        def embeddings(self):
+            started.set()
+            release.wait(WAIT)
+            loaded.append(self.level)
+
+    monkeypatch.setattr(toolsearcher, "searched_catalog", lambda scorer, level, root: Catalog(scorer, level))
+    preload = Scorer().preload(get_task(task_id) for task_id in manifests.manifest_ids("all"))
+    assert started.wait(WAIT)  # the Level-2 catalog is loading
+    stopper = threading.Thread(target=preload.stop)
+    stopper.start()
+    stopper.join(0.2)
+    assert stopper.is_alive() and preload.running  # stop() waits for the load under way...
+    release.set()
+    stopper.join(WAIT)
+    assert not preload.running and loaded == ["2"]  # ...and the Level-3 catalog never started
+
+
+def test_the_interpreter_waits_for_a_preload_rather_than_cutting_it_off_at_exit(tmp_path):
+    # A daemon thread still loading when the interpreter ends is killed wherever it is: inside native code
+    # (onnx, tokenizers) that aborted finished runs with 134. The preload's thread is waited for instead.
+    import subprocess
+    import sys
+
+    done = tmp_path / "loaded"
+    script = (f"import time\nfrom apibank_bench.scoring.scorer import Preload\n"
+              f"Preload([lambda: (time.sleep(0.5), open({str(done)!r}, 'w').close())]).start()\n")
+    ended = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=WAIT)
+    assert ended.returncode == 0, ended.stderr
+    assert done.exists()  # the load finished before the interpreter did

@@ -87,6 +87,6 @@ def test_the_toolsearcher_scorer_of_a_task_and_what_preload_loads(apibank_root):
     assert keyword.preload(tasks) is None  # keywords are compared, nothing is embedded
     assert default.preload([task for task in tasks if task.gold.api_name != "ToolSearcher"]) is None
     searched = [task for task in tasks if task.gold.api_name == "ToolSearcher" and task.level != "1"]
-    thread = default.preload(searched)
-    assert thread is not None and thread.daemon  # a background load that never holds the run open
-    thread.join()
+    preload = default.preload(searched)
+    assert preload is not None
+    preload.stop()  # what the session's end does

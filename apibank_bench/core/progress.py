@@ -9,6 +9,7 @@ CI) a line is printed at most every `every_s` seconds.
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import sys
 import threading
@@ -97,6 +98,9 @@ class ProgressLine:
         if self._thread is None:
             self._thread = threading.Thread(target=self._tick, name="progress-line", daemon=True)
             self._thread.start()
+            # Never left running into the interpreter's end (a daemon thread is cut off wherever it is then):
+            # one whose owner did not stop it is stopped as the interpreter begins to end.
+            atexit.register(self._end_thread)
         return self
 
     def _tick(self) -> None:
@@ -105,8 +109,12 @@ class ProgressLine:
 
     def stop(self) -> None:
         """Stop the background updates and erase the live line."""
+        self._end_thread()
+        self.clear()
+
+    def _end_thread(self) -> None:
+        atexit.unregister(self._end_thread)
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
         self._thread = None
-        self.clear()

@@ -43,12 +43,16 @@ def apibank_root(apibank_config):
 @pytest.fixture(scope="session")
 def apibank_scorer(request, apibank_config, apibank_root):
     """The scorer; for a model's answers it starts loading, in the background, the embedding model
-    that scoring this process's ToolSearcher instances may need (gold answers never need it)."""
+    that scoring this process's ToolSearcher instances may need (gold answers never need it). The
+    session's end stops that load (`Preload.stop`: what has started is finished, nothing more starts)."""
     scorer = Scorer(apibank_root, apibank_config.toolsearcher_scorer)
+    preload = None
     if not apibank_config.is_gold:
         task_ids = dict.fromkeys(split_case(case)[0] for case in my_instances(request.session))
-        scorer.preload(get_task(task_id, root=apibank_root) for task_id in task_ids)
-    return scorer
+        preload = scorer.preload(get_task(task_id, root=apibank_root) for task_id in task_ids)
+    yield scorer
+    if preload is not None:
+        preload.stop()
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from apibank_bench.core.paths import require_root
 from apibank_bench.data import specs
@@ -58,6 +58,43 @@ def _is_api(name: str, level: str) -> bool:
     return name in specs.specs(specs.api_set_for_level(level))
 
 
+class Preload:
+    """Loads, one after another, in a thread of its own, what scoring may need (`Scorer.preload`).
+
+    The thread is not a daemon: a daemon thread still loading (inside onnx, tokenizers or numpy) when the
+    interpreter ends is cut off in native code, which can abort the process after the run has finished
+    (exit 134, `FATAL: exception not rethrown`). The interpreter waits for this one instead, and `stop()`
+    skips the loads not yet started, so a run that ends first waits for one load at most."""
+
+    def __init__(self, loads: list[Callable[[], object]]) -> None:
+        self._loads = loads
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._load, name="apibank-scorer-preload")
+
+    def start(self) -> Preload:
+        self._thread.start()
+        return self
+
+    def _load(self) -> None:
+        for each in self._loads:
+            if self._stopped.is_set():
+                return
+            try:
+                each()
+            except Exception:  # noqa: BLE001 - the scoring that needs it reports why (e.g. ModelUnavailable)
+                pass
+
+    def stop(self) -> None:
+        """Start no further load and wait for the one under way."""
+        self._stopped.set()
+        if self._thread.ident is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+
 class Scorer:
     """Scores answers for tasks of one data root. Thread-safe: every call builds its own environment."""
 
@@ -65,24 +102,13 @@ class Scorer:
         self.root = require_root(root)
         self.toolsearcher_scorer = option_value(toolsearcher_scorer)  #: the run's setting (None: the level's default)
 
-    def preload(self, tasks: Iterable[Task]) -> threading.Thread | None:
-        """Load, in a background thread, what the API scorers of `tasks` may load slowly (api_scorers.slow_loads:
-        the embedding model and catalogs a search scorer embeds with), so that the first such scoring does not
-        wait seconds for it. None: nothing to load."""
+    def preload(self, tasks: Iterable[Task]) -> Preload | None:
+        """Start loading, in a background thread, what the API scorers of `tasks` may load slowly
+        (api_scorers.slow_loads: the embedding model and catalogs a search scorer embeds with), so that the first
+        such scoring does not wait seconds for it. None: nothing to load. The caller `stop()`s it when its
+        run ends."""
         loads = slow_loads(tasks, self)
-        if not loads:
-            return None
-
-        def load() -> None:
-            try:
-                for each in loads:
-                    each()
-            except Exception:  # noqa: BLE001 - the scoring that needs it reports why (e.g. ModelUnavailable)
-                pass
-
-        thread = threading.Thread(target=load, name="apibank-scorer-preload", daemon=True)
-        thread.start()
-        return thread
+        return Preload(loads).start() if loads else None
 
     def score(self, task: Task, answer: str | None | Prediction) -> Score:
         """Score an answer (its text, or a `Prediction`: parsed already)."""
