@@ -16,7 +16,7 @@ Like a real local server (llama-cpp-python's: one completion at a time; llama.cp
 once and queues the rest in arrival order, each taking `hold` seconds of service once it
 has a slot; `backlog=B` answers 503 to a request that finds B already waiting. The
 server records its queue as each request arrives (`queue_seen`: how many were waiting
-for a slot, itself included; `max_queued`). Failures (error statuses, resets) are
+for a slot, itself included; `max_queued`) and how long each waited (`waits`). Failures (error statuses, resets) are
 answered at once, before the queue, as a server still loading or a proxy in front of
 it does: `burst(40, error(503))` as the first replies fails the first 40 requests.
 
@@ -183,6 +183,7 @@ class OpenAIStub:
         self.backlog = backlog  # requests allowed to wait for a slot before more are answered 503 (None: no bound)
         self.queue_seen: list[int] = []  # at each queued request's arrival: requests waiting for a slot, itself included
         self.max_queued = 0
+        self.waits: list[tuple[float, float]] = []  # per queued request: (arrival, seconds it waited for a slot)
         self.rejected = 0  # answered 503 because the backlog was full
         self._tickets = 0  # queued requests, in arrival order
         self._started = 0  # ... of which given a slot
@@ -220,11 +221,13 @@ class OpenAIStub:
                 return False
             ticket = self._tickets
             self._tickets += 1
+            arrived = time.monotonic()
             self.queue_seen.append(waiting + 1 if ticket >= self._finished + self.slots else 0)
             self.max_queued = max(self.max_queued, self.queue_seen[-1])
             while ticket >= self._finished + self.slots:
                 self._slot_free.wait()
             self._started += 1
+            self.waits.append((arrived, time.monotonic() - arrived))
         try:
             time.sleep(self.hold + delay)
         finally:

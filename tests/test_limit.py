@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from apibank_bench.llm.limit import INITIAL, TOLERANCE, EndpointLimit, Limiter, Ticket
+from apibank_bench.llm.limit import INITIAL, MAX_WAIT, TOLERANCE, EndpointLimit, Limiter, Ticket
 
 
 class Clock:
@@ -34,10 +34,12 @@ class Simulation:
         self.order = itertools.count()
         self.queue_seen: list[int] = []  # requests waiting at the server as each arrives, itself included
         self.limit_seen: list[int] = []  # the limits' sum at each answer
+        self.waits: list[tuple[float, float]] = []  # (sent, seconds waited for a slot) of each request
 
     def _start(self) -> None:
         while self.waiting and (self.slots is None or self.busy < self.slots):
             limit, ticket = self.waiting.pop(0)
+            self.waits.append((ticket.sent, self.clock.now - ticket.sent))
             self.busy += 1
             heapq.heappush(self.done, (self.clock.now + self.service(self.clock.now), next(self.order), limit, ticket))
 
@@ -81,6 +83,19 @@ def test_against_a_server_that_queues_requests_wait_in_the_client_and_the_server
     learned = sorted(sim.queue_seen[len(sim.queue_seen) // 4:])
     assert learned[len(learned) // 2] <= (TOLERANCE - 1) * slots + 4 and learned[-1] <= slots + 9, learned
     assert max(sim.limit_seen[len(sim.limit_seen) // 4:]) <= slots + 9
+
+
+@pytest.mark.parametrize("service", [20.0, 50.0])
+def test_a_one_slot_server_at_tens_of_seconds_keeps_every_later_request_within_two_services_of_queue(service):
+    """llama-cpp-python's server answers one completion at a time: once the first answer is in, no request sent
+    waits longer than two services in its queue (the first wave, sent before anything was known, waits its turn:
+    its answers are held, not refilled, until they show the queue), and the server never idles."""
+    clock = Clock()
+    sim = Simulation([endpoint(clock)], clock, 1, service=lambda now: service)
+    took = sim.run(100)
+    late = [wait for sent, wait in sim.waits if sent >= service]  # sent once the first answer was in
+    assert late and max(late) <= MAX_WAIT * service + 1e-9, [round(wait / service, 2) for wait in late]
+    assert took == pytest.approx(100 * service)
 
 
 def test_against_a_wide_server_the_limit_grows_to_the_ceiling_in_a_few_round_trips():

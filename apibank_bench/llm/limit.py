@@ -16,6 +16,18 @@ Vegas, as Netflix's `concurrency-limits` (VegasLimit) does for RPC servers:
   doubles every round trip, until the first queue is seen); above `beta` it is cut to
   `TOLERANCE` times the server's estimated parallelism plus `alpha`, at most once per round
   trip (requests sent before a cut, queued behind its old limit, cut nothing more);
+- a request may wait at most `MAX_WAIT` services in the server's queue (a one-slot server at tens of seconds a
+  completion would otherwise keep minutes of queue under the thresholds above): a median latency above
+  1 + `MAX_WAIT` no-load latencies is a queue too, the cut is to at most `1 + MAX_WAIT` times the parallelism,
+  and the limit grows only while one more request in flight would keep that wait (each answer's latency per
+  request in flight when it was sent, by Little's law for a FIFO server);
+- the first wave (the requests sent before any answer) is held until its answers say whether the server
+  queues: an answer of it that was sent with fewer than half the limit in flight, or that was queued, frees no
+  slot (the limit drops by one), a queue seen then is cut to from that answer's own parallelism (`in flight /
+  its latency in no-load latencies`), and a request sent into a loaded wave and answered at the no-load
+  latency ends the hold (slow start goes on); so against a one-slot server nothing joins the wave's queue;
+- answers of requests sent before the last cut's requests ended neither grow the limit nor enter the median:
+  they timed the old limit;
 - HTTP 429, 502-504, connection resets and timeouts are congestion: the limit halves, at most
   once per round trip (a burst of failed requests sent together is one signal, not forty), and
   the highest limit before the episode is regained at +1 an answer;
@@ -64,6 +76,7 @@ FIRST_SHARED_PROBE_S = 5.0  #: ... the first time, when processes share the endp
 PROBES = 2  #: requests sent alone in a probe (another process sharing the endpoint may still be draining)
 PROBE_SPACING = 30  #: ... and at most once every this many no-load latencies (a slow model's minute is short)
 CHANGES_KEPT = 200  #: changes of the limit kept for summary.json (then every other one is dropped)
+MAX_WAIT = 2.0  #: services a request may wait in the server's queue once the limit is learned
 
 
 @dataclass
@@ -102,6 +115,10 @@ class EndpointLimit:
         self.probing = False  #: draining to send requests alone, one after the other
         self._probes_left, self._probe_best = 0, (math.inf, 0.0)
         self.queue = 0.0  #: the last estimate of requests queued at the server (this process's share)
+        #: The first wave (the requests sent before the first answer) is held until its answers tell whether the
+        #: server queues: an answer that cannot say (sent with few in flight, or queued) frees no slot.
+        self.holding = True
+        self._wave = 0  #: requests in the first wave (known at the first answer)
         self._clock, self._wall = clock, wall
         #: Requests sent before this time cut the limit no more: they were queued behind the requests of
         #: the limit before the last cut, so they time that limit, not this one (set once those have ended).
@@ -169,24 +186,40 @@ class EndpointLimit:
                 (self.no_load, self.no_load_s), self.probing = self._probe_best, False
                 self._probed_at, self._probed_wall = self._clock(), self._wall()
                 self.recent.clear()  # latencies from before are compared with the old no-load one
-        self.recent.append(cost)
-        current = statistics.median(self.recent)
+        fresh = ticket.sent >= self._cut_clear  # sent after the last cut's requests ended: it times this limit
+        if fresh:
+            self.recent.append(cost)
+        current = statistics.median(self.recent) if self.recent else cost
         limit = self.limit
+        if not self._wave:
+            self._wave = self._serial
         # Latency up to TOLERANCE x the no-load one is no queue: a wide server's own noise, a batch
         # decoding a little slower, the client's own work on 2 cores (Netflix's Gradient2 tolerates 1.5x too).
         self.queue = max(0.0, limit * (1 - TOLERANCE * self.no_load / current)) if current > 0 else 0.0
         step = max(1.0, math.log10(limit))
         alpha, beta = ALPHA * step / self.sharing, BETA * step / self.sharing
         in_use = max(ticket.in_flight, self.in_flight + 1)  # (an idle limit learns nothing: not grown unless used)
-        if self.queue > beta and ticket.sent >= self._cut_clear:  # a queue: to the server's parallelism + alpha
-            parallel = limit * self.no_load / current  # Little's law: in flight = throughput x latency
-            self._set(max(1.0, min(limit - 1, TOLERANCE * parallel + alpha)), cut=True)
-            self.slow_start, self.slow_start_to = False, 0.0  # the server's parallelism is known now
-        elif self.queue <= alpha and in_use * 2 >= limit:
+        ratio, own = current / self.no_load, cost / self.no_load  # latency in no-load latencies (median, this one)
+        # Little's law per request (a FIFO server): it was sent with `in_flight` ahead of and with it, and took
+        # `own` no-load latencies, so the server works on about in_flight / own at once.
+        parallel = ticket.in_flight / max(1.0, own) if self.holding else limit / max(1.0, ratio)
+        first = self.holding and ticket.serial <= self._wave
+        queued = self.queue > beta or ratio - 1 > MAX_WAIT or (first and ratio > TOLERANCE)
+        if queued and fresh:  # a queue: to the server's parallelism + alpha, and no more than MAX_WAIT services
+            self._set(max(1.0, min(limit - 1, TOLERANCE * parallel + alpha, parallel * (1 + MAX_WAIT))), cut=True)
+            self.slow_start, self.slow_start_to, self.holding = False, 0.0, False  # its parallelism is known now
+        elif (self.queue <= alpha and in_use * 2 >= limit and fresh
+              and (not self.slow_start or (ticket.in_flight * 2 >= limit and own <= TOLERANCE))
+              and own * (math.floor(limit) + 1) / ticket.in_flight - 1 <= MAX_WAIT):  # one more: still in bounds
             fast = self.slow_start or limit < self.slow_start_to
             if not fast:
                 self.slow_start_to = 0.0  # regained: a later congestion episode starts afresh
             self._set(limit + (1.0 if fast else step / limit))
+            self.holding = self.holding and not (self.slow_start and own <= TOLERANCE)  # no queue: known too
+        elif first:  # the first wave's answer says nothing yet: its slot stays empty
+            self._set(max(1.0, limit - 1))
+        if self.holding and ticket.serial >= self._wave and not self._out & set(range(1, self._wave + 1)):
+            self.holding = False  # the whole first wave is in
 
     def congested(self, ticket: Ticket) -> None:
         """429, 503, a reset or a timeout: halve, once per round trip."""
