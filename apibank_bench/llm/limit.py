@@ -24,7 +24,7 @@ Vegas, as Netflix's `concurrency-limits` (VegasLimit) does for RPC servers:
 - the first wave (the requests sent before any answer) is held until its answers say whether the server
   queues: an answer of it that was sent with fewer than half the limit in flight, or that was queued, frees no
   slot (the limit drops by one), a queue seen then is cut to from that answer's own parallelism (`in flight /
-  its latency in no-load latencies`), and a request sent into a loaded wave and answered at the no-load
+  its latency in no-load latencies`; by half at most, one answer being one sample), and a request sent into a loaded wave and answered at the no-load
   latency ends the hold (slow start goes on); so against a one-slot server nothing joins the wave's queue;
 - answers of requests sent before the last cut's requests ended neither grow the limit nor enter the median:
   they timed the old limit;
@@ -206,7 +206,8 @@ class EndpointLimit:
         first = self.holding and ticket.serial <= self._wave
         queued = self.queue > beta or ratio - 1 > MAX_WAIT or (first and ratio > TOLERANCE)
         if queued and fresh:  # a queue: to the server's parallelism + alpha, and no more than MAX_WAIT services
-            self._set(max(1.0, min(limit - 1, TOLERANCE * parallel + alpha, parallel * (1 + MAX_WAIT))), cut=True)
+            target = min(limit - 1, TOLERANCE * parallel + alpha, parallel * (1 + MAX_WAIT))
+            self._set(max(1.0, limit / 2 if self.holding else 1.0, target), cut=True)  # (one answer: half at most)
             self.slow_start, self.slow_start_to, self.holding = False, 0.0, False  # its parallelism is known now
         elif (self.queue <= alpha and in_use * 2 >= limit and fresh
               and (not self.slow_start or (ticket.in_flight * 2 >= limit and own <= TOLERANCE))
