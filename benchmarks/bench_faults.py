@@ -35,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the scripted OpenAI-protocol server of the tests
 
+from helpers import written_rows  # noqa: E402 - the tests' reading of a results file, as it grows
+
 #: No ToolSearcher call among them: scoring one loads the search's embedding model once per process
 #: (tens of seconds on a loaded 2-core machine), which would be timed as the run's reaction to the dead
 #: endpoint; `--toolsearcher` adds one.
@@ -119,20 +121,8 @@ def start(argv: list[str], log: Path) -> subprocess.Popen:
                                 start_new_session=True)
 
 
-def rows(out: Path) -> list[dict]:
-    """The results lines written so far (a line being written is not one yet)."""
-    path = out / "results.jsonl"
-    lines = []
-    for raw in path.read_bytes().splitlines() if path.exists() else []:
-        try:
-            lines.append(json.loads(raw))
-        except ValueError:
-            continue
-    return lines
-
-
 def comparable(out: Path) -> list[dict]:
-    return [{k: v for k, v in row.items() if k not in TIMING} for row in rows(out)]
+    return [{k: v for k, v in row.items() if k not in TIMING} for row in written_rows(out)]
 
 
 def summary(out: Path) -> dict:
@@ -141,7 +131,7 @@ def summary(out: Path) -> dict:
 
 
 def wait_rows(out: Path, process: subprocess.Popen, count: int) -> None:
-    while len(rows(out)) < count and process.poll() is None:
+    while len(written_rows(out)) < count and process.poll() is None:
         time.sleep(0.05)
 
 
@@ -166,8 +156,8 @@ def dead(tmp: Path, hold: float, reference: list[dict], clean_requests: int) -> 
     code = process.wait()
     seconds = time.monotonic() - died
     found = summary(out)
-    ids = {row["id"] for row in rows(out)}
-    finished = sum(row["stage"] != "error" for row in rows(out))
+    ids = {row["id"] for row in written_rows(out)}
+    finished = sum(row["stage"] != "error" for row in written_rows(out))
     print(f"dead endpoint: the run exited {seconds:.1f} s after the server died (exit {code}); "
           f"{finished} finished, {found.get('errors')} error rows, {found.get('not_run')} not run "
           f"(of {found.get('selected')})")
@@ -193,7 +183,7 @@ def faults(tmp: Path, hold: float, reference: list[dict], clean_requests: int) -
             process = start(run_argv(out, cache, server.url, *(["--resume"] if runs else [])), tmp / "faults.log")
             runs += 1
             while process.poll() is None:
-                done = len(rows(out))
+                done = len(written_rows(out))
                 if kills_at and done >= kills_at[0]:
                     kills_at = kills_at[1:]
                     os.killpg(process.pid, signal.SIGKILL)
@@ -213,7 +203,7 @@ def faults(tmp: Path, hold: float, reference: list[dict], clean_requests: int) -
     finally:
         server.kill()
     same = comparable(out) == reference
-    ids = [row["id"] for row in rows(out)]
+    ids = [row["id"] for row in written_rows(out)]
     ratio = server.requests() / clean_requests
     print(f"faults: {runs} runs; identical to a clean run: {same}; {len(ids)} lines, {len(set(ids))} distinct; "
           f"{server.requests()} requests = {ratio:.2f}x the clean run's {clean_requests}")

@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from openai_stub import OpenAIStub  # noqa: E402
-from test_run_reliability import mixed  # noqa: E402
+from helpers import mixed  # noqa: E402
 
 stopped = threading.Event()
 signal.signal(signal.SIGTERM, lambda *_: stopped.set())

@@ -15,7 +15,7 @@ import apibank_bench
 from apibank_bench import api
 from apibank_bench.core.paths import PROJECT_ROOT
 from openai_stub import OpenAIStub
-from test_run_reliability import mixed
+from helpers import mixed
 
 PAGE = PROJECT_ROOT / "docs" / "api.md"
 EXAMPLES = re.findall(r"^```python\n(.*?)^```$", PAGE.read_text(encoding="utf-8"), re.S | re.M)

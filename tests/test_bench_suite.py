@@ -13,7 +13,6 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from apibank_bench.data import manifests
 from apibank_bench.agents.prompts import format_history
 from apibank_bench.core.paths import PROJECT_ROOT
 from apibank_bench.runs import versions
@@ -23,26 +22,8 @@ from apibank_bench.data.tasks import get_task
 from apibank_bench.llm.local_server import SERVER_MODULE
 
 from openai_stub import OpenAIStub, Reply
+from helpers import bench, EVAL_IDS, stable
 
-EVAL_IDS = manifests.manifest_ids("all")
-_STABLE = ("id", "level", "correct", "stage", "error", "predicted_call", "gold_call")
-
-
-def bench(out_dir: Path, *args: str, env: dict | None = None, wait: bool = True):
-    """`pytest bench_tests ...` in a subprocess, results into out_dir."""
-    command = [sys.executable, "-m", "pytest", str(PROJECT_ROOT / "bench_tests"), "-q", "-p", "no:cacheprovider",
-               "--apibank-out-dir", str(out_dir), *args]
-    full_env = {**os.environ, **(env or {})}
-    if not wait:  # a run to interrupt: Ctrl-C must reach it even if this suite was started with SIGINT
-        # ignored (a shell's background job, `cmd &`, has it ignored, and a child inherits that)
-        return subprocess.Popen(command, cwd=PROJECT_ROOT, env=full_env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    return subprocess.run(command, cwd=PROJECT_ROOT, env=full_env, capture_output=True, text=True, timeout=600)
-
-
-def stable(lines: list[dict]) -> list[dict]:
-    return [{key: line.get(key) for key in _STABLE} for line in lines]
 
 
 def test_gold_run_passes_all_100_in_manifest_order_with_xdist(tmp_path):

@@ -11,7 +11,7 @@ from apibank_bench.runs.benchmark_run import BenchmarkRun
 from apibank_bench.runs.folder import FolderTaken
 from apibank_bench.runs.results import read_jsonl
 from openai_stub import OpenAIStub
-from test_run_reliability import TIMING, mixed, run_command
+from helpers import mixed, run_command, TIMING
 
 
 def headless(out_dir, **given) -> BenchmarkRun:

@@ -22,8 +22,7 @@ from apibank_bench.runs.results import read_jsonl
 from apibank_bench.runs.stats import Z_95, clustered_interval, pass_at_k
 
 from openai_stub import OpenAIStub, Reply
-from test_bench_suite import EVAL_IDS, bench
-from test_run_reliability import task_of
+from helpers import bench, EVAL_IDS, task_of
 
 K = 4
 IDS = EVAL_IDS[:10]
@@ -153,7 +152,7 @@ def test_resume_after_a_kill_mid_epoch_completes_every_instance_and_epoch_once(t
 
 
 def test_shards_split_the_cases_and_merge_back_into_the_whole_run(tmp_path):
-    from test_bench_suite import stable
+    from helpers import stable
 
     args = ("--apibank-model", "gold", "--apibank-limit", "5", "--apibank-epochs", "2")
     whole, first, second, merged = (tmp_path / name for name in ("whole", "s1", "s2", "merged"))

@@ -17,8 +17,7 @@ from apibank_bench.runs.instances import score, solve
 from apibank_bench.runs.results import read_jsonl
 from apibank_bench.scoring import Scorer
 from openai_stub import OpenAIStub, Reply, correct, error, reset
-from test_bench_suite import EVAL_IDS
-from test_run_reliability import mixed, run_command
+from helpers import EVAL_IDS, mixed, run_command
 
 MESSAGES = [{"role": "user", "content": "What day is it?"}]
 #: Long enough that a wait which is not cut short would hold a test up for minutes.

@@ -25,7 +25,7 @@ from apibank_bench.runs.schemas import FILE_NAMES, SCHEMA_DIR, main, schema_text
 from apibank_bench.runs.summary import read_traces
 from apibank_bench.runs.versions import UnsupportedSchemaVersion
 from openai_stub import OpenAIStub
-from test_run_reliability import mixed
+from helpers import mixed
 
 FILES = {versions.RESULTS_ROW: "results.jsonl", versions.PREDICTION_LINE: "predictions.jsonl",
          versions.SUMMARY: "summary.json", versions.RUN_RECORD: "run.json", versions.TRACE: "traces"}

@@ -13,9 +13,7 @@ from apibank_bench.core.paths import PROJECT_ROOT
 from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.runs.results import read_jsonl
 from openai_stub import OpenAIStub, Reply
-from test_bench_suite import EVAL_IDS, bench
-from test_one_run import _pytest
-from test_run_reliability import mixed, run_command
+from helpers import bench, EVAL_IDS, mixed, pytest_with_cache, run_command
 
 
 def summary_of(out: Path) -> dict:
@@ -58,9 +56,9 @@ def test_only_runs_every_named_instance_and_a_limit_beside_it_is_said(tmp_path):
 
 def test_lf_with_nothing_failed_runs_nothing_and_replaces_nothing(tmp_path):
     out, cache = tmp_path / "out", tmp_path / "cache"
-    assert _pytest(out, cache, "--apibank-model", "gold", "--apibank-limit", "4").returncode == 0
+    assert pytest_with_cache(out, cache, "--apibank-model", "gold", "--apibank-limit", "4").returncode == 0
     before = folder_bytes(out)
-    again = _pytest(out, cache, "--lf", "--apibank-model", "gold", "--apibank-limit", "4")
+    again = pytest_with_cache(out, cache, "--lf", "--apibank-model", "gold", "--apibank-limit", "4")
     assert again.returncode == 0, again.stdout[-2000:]
     assert "holds a correct row for every instance of this selection: nothing failed, nothing to run" in again.stdout
     assert folder_bytes(out) == before  # no fallback reran (and replaced) every row
@@ -70,13 +68,13 @@ def test_lf_into_another_folder_reruns_that_folders_failures(tmp_path):
     cache = tmp_path / "cache"  # one pytest cache, as in one checkout
     with OpenAIStub(default=mixed) as stub:
         common = ("--apibank-model", "stub", "--apibank-base-url", stub.url, "--apibank-no-cache")
-        first = _pytest(tmp_path / "a", cache, *common, "--apibank-limit", "6")
+        first = pytest_with_cache(tmp_path / "a", cache, *common, "--apibank-limit", "6")
         assert "3 failed, 3 passed" in first.stdout, first.stdout[-2000:]
-        gold = _pytest(tmp_path / "b", cache, "--apibank-model", "gold", "--apibank-limit", "6")
+        gold = pytest_with_cache(tmp_path / "b", cache, "--apibank-model", "gold", "--apibank-limit", "6")
         assert gold.returncode == 0
         # b's last session passed everything; a's failures (pytest's memory) are not b's
         before = len(stub.chat_requests)
-        again = _pytest(tmp_path / "a", cache, "--lf", *common, "--apibank-limit", "6")
+        again = pytest_with_cache(tmp_path / "a", cache, "--lf", *common, "--apibank-limit", "6")
         assert len(stub.chat_requests) - before == 3, again.stdout[-2000:]
     assert "3 failed, 3 deselected" in again.stdout, again.stdout[-2000:]
     summary = summary_of(tmp_path / "a")

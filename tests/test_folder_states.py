@@ -27,8 +27,7 @@ from apibank_bench.cli import main as cli_main
 from apibank_bench.core.paths import PROJECT_ROOT
 from apibank_bench.runs.epochs import case_id
 from openai_stub import OpenAIStub, Reply
-from test_bench_suite import EVAL_IDS
-from test_run_reliability import task_of
+from helpers import EVAL_IDS, task_of, written_rows
 
 TESTS = Path(__file__).resolve().parent
 POOL = EVAL_IDS[:10]  #: the instances selections draw from (the stand-in knows the first 40)
@@ -75,18 +74,6 @@ def selection_flags(selection: dict) -> list[str]:
 
 def folder_bytes(out: Path) -> dict[str, bytes]:
     return {str(path.relative_to(out)): path.read_bytes() for path in sorted(out.rglob("*")) if path.is_file()}
-
-
-def file_rows(out: Path) -> list[dict]:
-    """results.jsonl's readable lines (a plain reading, not the package's)."""
-    path = out / "results.jsonl"
-    rows = []
-    for line in path.read_bytes().splitlines() if path.is_file() else []:
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            continue
-    return rows
 
 
 def node_name(key: tuple[str, int], epochs: int) -> str:
@@ -139,7 +126,7 @@ class FolderMachine(RuleBasedStateMachine):
         return cli_main(argv)
 
     def has_results(self) -> bool:
-        return bool(file_rows(self.out)) or (self.out / "summary.json").is_file()
+        return bool(written_rows(self.out)) or (self.out / "summary.json").is_file()
 
     def ran(self, to_run: list, cases: list, deselected: set = frozenset()) -> None:
         """The model after a session that ran `to_run` of the selection `cases` (pytest deselected `deselected`)."""
@@ -263,7 +250,7 @@ class FolderMachine(RuleBasedStateMachine):
             self.ran(to_run, cases)
             return
         assert done.returncode == 9, done.stdout[-3000:]
-        now = {(row["id"], row.get("epoch", 0)): kind(row) for row in file_rows(self.out)}
+        now = {(row["id"], row.get("epoch", 0)): kind(row) for row in written_rows(self.out)}
         changed = [key for key in to_run if now.get(key) != self.rows.get(key)]
         assert len(changed) <= after and all(now[key] == self.expected(key) for key in changed)
         for key in changed:
@@ -273,7 +260,7 @@ class FolderMachine(RuleBasedStateMachine):
 
     # -- what must hold after every step ------------------------------------------------------------
 
-    @precondition(lambda self: bool(file_rows(self.out)))
+    @precondition(lambda self: bool(written_rows(self.out)))
     @rule(data=st.data())
     def corrupt_a_line(self, data):
         """A line of results.jsonl becomes unreadable (a disk, an editor, a copy cut short)."""
@@ -294,7 +281,7 @@ class FolderMachine(RuleBasedStateMachine):
     def no_row_lost_or_duplicated(self):
         """Each case's last line is its row (the model's); an earlier line of a case can only be an error row
         that a killed session's retry superseded (a run's end puts the files in order, one line per case)."""
-        rows = file_rows(self.out)
+        rows = written_rows(self.out)
         keys = [(row["id"], row.get("epoch", 0)) for row in rows]
         assert {key: kind(row) for key, row in zip(keys, rows)} == self.rows
         superseded = [kind(row) for index, (key, row) in enumerate(zip(keys, rows)) if key in keys[index + 1:]]
@@ -319,7 +306,7 @@ class FolderMachine(RuleBasedStateMachine):
         if not self.summary_fresh or summary is None:
             return
         cases, deselected = self.last
-        rows = [row for row in file_rows(self.out) if (row["id"], row.get("epoch", 0)) in set(cases)]
+        rows = [row for row in written_rows(self.out) if (row["id"], row.get("epoch", 0)) in set(cases)]
         # with epochs, `total` counts instances and `attempts` their (instance, epoch) rows
         assert summary["selected"] == len(cases) and summary.get("attempts", summary["total"]) == len(rows)
         assert summary["total"] == len({row["id"] for row in rows})

@@ -17,9 +17,7 @@ from apibank_bench.runs.stats import ratio_bootstrap
 from apibank_bench.reports.sweep_table import SWEEP_MD
 
 from openai_stub import OpenAIStub, Reply
-from test_bench_suite import EVAL_IDS, bench
-from test_report import Page, browse
-from test_run_reliability import task_of
+from helpers import bench, browse, EVAL_IDS, Page, task_of
 
 IDS = EVAL_IDS[:6]
 PRICES = ["--price", "A=1/1", "--price", "B=100/100"]

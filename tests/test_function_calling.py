@@ -20,18 +20,12 @@ from apibank_bench.llm import ChatClient, ModelConfig
 from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.scoring.stage import Reason, Stage
 from openai_stub import RAW_TOOL_FORMATS, OpenAIStub, Reply, tool_call, vllm_tool_reply
-from test_bench_suite import EVAL_IDS
+from helpers import EVAL_IDS
 
 TASKS = ["level-1::AddAgenda-AddAlarm-GetUserToken-level-2-1.jsonl::0", "level-2::AddAgenda-level-3-1.jsonl::2",
          "level-1::CancelRegistration-RecordHealthData-level-2-5.jsonl::0"]
 #: Its gold `appointment_id` is a string of digits; sent as a number, CancelRegistration's own check fails.
 TYPED = TASKS[2]
-
-
-@pytest.fixture
-def stub():
-    with OpenAIStub() as server:
-        yield server
 
 
 def _client(stub: OpenAIStub) -> ChatClient:
@@ -157,7 +151,7 @@ def test_a_type_only_mismatch_is_named_and_its_verdict_is_the_apis_own(stub, api
 
 def _three_ways(body: dict) -> Reply:
     """The gold call of every instance, by turns as vLLM's `tool_calls`, left in content (hermes), and as text."""
-    from test_run_reliability import task_of
+    from helpers import task_of
 
     task = task_of(body)
     way = EVAL_IDS.index(task.combined_id) % 3
@@ -170,7 +164,7 @@ def test_a_run_records_counts_and_shows_which_path_answered(tmp_path):
     from apibank_bench.reports.html import build_report
     from apibank_bench.reports.instance import load_instance, sections
     from apibank_bench.runs.results import read_jsonl
-    from test_run_reliability import mixed, run_command
+    from helpers import mixed, run_command
 
     common = ("--model", "stub", "--agent-kind", "sdk", "--limit", "6", "--no-cache")
     with OpenAIStub(default=_three_ways) as stub:

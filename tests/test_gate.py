@@ -13,8 +13,7 @@ from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.data.tasks import get_task
 
 from openai_stub import OpenAIStub, Reply
-from test_bench_suite import EVAL_IDS, bench
-from test_run_reliability import run_command
+from helpers import bench, EVAL_IDS, run_command
 
 HISTORIES = {format_history(task): task for task in map(get_task, EVAL_IDS)}
 

@@ -162,3 +162,18 @@ def test_the_topology_checks_find_what_they_look_for(tmp_path):
         'TEAM = "decentralized"\nFINAL = TOPOLOGIES.entry(TEAM).extra.get("final_role")\n')
     assert topology_names_outside_topologies(package) == ["apibank_bench/runs/planted.py:2 'decentralized'"]
     assert registry_extra_reads(package) == ["apibank_bench/runs/planted.py:3"]
+
+
+def test_test_modules_share_helpers_through_one_module_not_each_other():
+    """Tests share fixtures through conftest.py and helpers through tests/helpers.py: a test module that
+    imports another runs (and collects) that one's module-level set-up too."""
+    tests = PROJECT_ROOT / "tests"
+    found = []
+    for path in [*tests.glob("*.py"), *(PROJECT_ROOT / "benchmarks").glob("*.py")]:
+        for line, name in imported_modules(ast.parse(path.read_text(encoding="utf-8"))):
+            if name.startswith("test_") or name == "conftest":
+                found.append(f"{path.relative_to(PROJECT_ROOT)}:{line} imports {name}")
+    assert found == []
+    defined = [path.name for path in tests.glob("test_*.py")
+               if re.search(r"^def stub\(\):", path.read_text(encoding="utf-8"), flags=re.M)]
+    assert defined == []  # the one `stub` fixture is conftest's

@@ -10,15 +10,9 @@ import pytest
 
 from apibank_bench.llm import cache as cache_module
 from apibank_bench.llm import ChatClient, ModelConfig
-from openai_stub import OpenAIStub, Reply, correct, tool_call
+from openai_stub import Reply, correct, tool_call
 
 MESSAGES = [{"role": "user", "content": "What day is it?"}]
-
-
-@pytest.fixture
-def stub():
-    with OpenAIStub() as server:
-        yield server
 
 
 @pytest.fixture(autouse=True)

@@ -16,12 +16,6 @@ from openai_stub import OpenAIStub, Reply, correct, error, malformed, slow, wron
 MESSAGES = [{"role": "system", "content": "You call APIs."}, {"role": "user", "content": "What day is it?"}]
 
 
-@pytest.fixture
-def stub():
-    with OpenAIStub() as server:
-        yield server
-
-
 def make_client(*urls: str, **overrides) -> ChatClient:
     settings = dict(base_urls=list(urls), model="stub-model", api_key="test", timeout=5.0, max_retries=3)
     settings.update(overrides)

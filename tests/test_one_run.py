@@ -4,18 +4,14 @@ not a failure (issue 20, findings 1 to 4), each rerun the way it was found."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from apibank_bench.agents.models import model_client
 from apibank_bench.core import settings
 from apibank_bench.runs.naming import results_dir
-from apibank_bench.core.paths import PROJECT_ROOT
 from apibank_bench.runs.results import read_jsonl
 from openai_stub import OpenAIStub, Reply
-from test_bench_suite import EVAL_IDS, bench
-from test_run_reliability import mixed, run_command
+from helpers import bench, EVAL_IDS, mixed, pytest_with_cache, run_command
 
 
 def summary_of(out: Path) -> dict:
@@ -77,23 +73,16 @@ def test_default_results_folders_differ_per_model_and_team_settings():
     assert folder(out_dir="x", model="A") == "x"
 
 
-def _pytest(out: Path, cache: Path, *args: str) -> subprocess.CompletedProcess:
-    """`pytest bench_tests` with pytest's own cache on (in `cache`), as `--lf` needs it."""
-    command = [sys.executable, "-m", "pytest", str(PROJECT_ROOT / "bench_tests"), "-q", "-o", f"cache_dir={cache}",
-               "--apibank-out-dir", str(out), *args]
-    return subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
-
-
 def test_lf_reruns_the_failed_instances_and_keeps_the_passing_rows(tmp_path):
     out, cache = tmp_path / "out", tmp_path / "pytest-cache"
     with OpenAIStub(default=mixed) as stub:
         common = ("--apibank-model", "stub", "--apibank-base-url", stub.url, "--apibank-limit", "6",
                   "--apibank-no-cache")
-        first = _pytest(out, cache, *common)
+        first = pytest_with_cache(out, cache, *common)
         assert "3 failed, 3 passed" in first.stdout, first.stdout[-2000:]
         rows = {row["id"]: row for row in read_jsonl(out / "results.jsonl")}
         before = len(stub.chat_requests)
-        again = _pytest(out, cache, "--lf", *common)
+        again = pytest_with_cache(out, cache, "--lf", *common)
         asked = len(stub.chat_requests) - before
     assert "3 failed, 3 deselected in" in again.stdout, again.stdout[-2000:]
     assert asked == 3  # only the failed instances ran again

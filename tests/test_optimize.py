@@ -86,7 +86,7 @@ def scripted(apibank_root):
 
 
 @pytest.fixture(scope="module")
-def stub(scripted):
+def scripted_stub(scripted):
     with OpenAIStub(default=scripted) as server:
         yield server
 
@@ -110,16 +110,16 @@ class Job:
 
 
 @pytest.fixture(scope="module", params=PRESENT)
-def run(request, stub, tmp_path_factory):
+def run(request, scripted_stub, tmp_path_factory):
     """One uninterrupted run per method on an on-grid cell (the alias `qwen` pointed at the stub's model)."""
     method = request.param
     out = tmp_path_factory.mktemp(method)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("APIBANK_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        before = len(stub.chat_requests)
-        code = cli.main(optimize_args(out, stub.url, "--model", "qwen", "--model-aliases", "qwen=stub-model",
+        before = len(scripted_stub.chat_requests)
+        code = cli.main(optimize_args(out, scripted_stub.url, "--model", "qwen", "--model-aliases", "qwen=stub-model",
                                       method=method))
-        requests = stub.chat_requests[before:]
+        requests = scripted_stub.chat_requests[before:]
     assert code == 0
     return Job(method, out, requests)
 
@@ -188,13 +188,13 @@ def test_no_request_before_the_final_comparison_shows_an_eval_instance(run, scri
                    for text in reflections)
 
 
-def test_run_with_the_optimized_prompts_reproduces_final_optimized(run, stub, tmp_path):
+def test_run_with_the_optimized_prompts_reproduces_final_optimized(run, scripted_stub, tmp_path):
     out = run.out
     topology, flags = METHOD_CASES[run.method]
     team = flags[flags.index("--team-size"):][:2] if "--team-size" in flags else []
     command = [sys.executable, "-m", "apibank_bench", "run", "--topology", topology, *team,
                "--prompts-dir", str(out / "prompts"),
-               "--limit", str(EVAL_LIMIT), "--base-url", stub.url, "--model", "stub-model", "--seed", "0",
+               "--limit", str(EVAL_LIMIT), "--base-url", scripted_stub.url, "--model", "stub-model", "--seed", "0",
                "--no-cache", "--out-dir", str(tmp_path)]
     done = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -206,18 +206,18 @@ def test_run_with_the_optimized_prompts_reproduces_final_optimized(run, stub, tm
     assert all(line["correct"] for line in read_jsonl(tmp_path / "results.jsonl"))
 
 
-def test_a_team_with_a_separate_optimizer_endpoint(stub, scripted, tmp_path, monkeypatch):
+def test_a_team_with_a_separate_optimizer_endpoint(scripted_stub, scripted, tmp_path, monkeypatch):
     """Centralized, team of 2 (manager + inspector_worker); reflections go to the optimizer endpoint only."""
     monkeypatch.setenv("APIBANK_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "team"
     with OpenAIStub(default=Reply(f"```\nPredict the next API call. {MARKER}\n```")) as reflector:
-        before = len(stub.chat_requests)
-        args = optimize_args(out, stub.url, "--model", "stub-model", "--allow-any-cell", "--optimizer-base-url",
+        before = len(scripted_stub.chat_requests)
+        args = optimize_args(out, scripted_stub.url, "--model", "stub-model", "--allow-any-cell", "--optimizer-base-url",
                              reflector.url, "--optimizer-model", "reflector-model")
         args[args.index("single")] = "centralized"
         assert cli.main([*args, "--team-size", "2"]) == 0
         reflections = reflector.chat_requests
-    task_side = stub.chat_requests[before:]
+    task_side = scripted_stub.chat_requests[before:]
     assert reflections and all(body["model"] == "reflector-model" for body in reflections)
     assert all(body["messages"][0]["role"] == "system" for body in task_side)  # no reflection reached it
     assert sorted(p.name for p in (out / "prompts" / "centralized").iterdir()) == ["inspector_worker.txt",
@@ -232,8 +232,8 @@ def test_a_team_with_a_separate_optimizer_endpoint(stub, scripted, tmp_path, mon
 
 # -- the grid --------------------------------------------------------------------------
 
-def test_an_off_grid_cell_is_refused_in_one_line_naming_the_flag(stub, tmp_path, capsys):
-    code = cli.main(optimize_args(tmp_path / "refused", stub.url, "--model", "stub-model"))
+def test_an_off_grid_cell_is_refused_in_one_line_naming_the_flag(scripted_stub, tmp_path, capsys):
+    code = cli.main(optimize_args(tmp_path / "refused", scripted_stub.url, "--model", "stub-model"))
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "--allow-any-cell" in err
     assert not (tmp_path / "refused").exists()
@@ -282,11 +282,11 @@ def test_a_killed_run_resumed_ends_with_the_same_prompts(run, scripted, tmp_path
     assert any(r["event"] == "evaluation" and r["cache_hits"] > 0 for r in after)  # replayed from the cache
 
 
-def test_resume_refuses_other_arguments_and_a_fresh_start_refuses_a_used_folder(run, stub, capsys):
+def test_resume_refuses_other_arguments_and_a_fresh_start_refuses_a_used_folder(run, scripted_stub, capsys):
     out, same = run.out, ("--model", "qwen", "--model-aliases", "qwen=stub-model")
-    assert cli.main(optimize_args(out, stub.url, *same, method=run.method)) == 2
+    assert cli.main(optimize_args(out, scripted_stub.url, *same, method=run.method)) == 2
     assert "--resume" in capsys.readouterr().err
-    changed = optimize_args(out, stub.url, *same, "--resume", method=run.method)
+    changed = optimize_args(out, scripted_stub.url, *same, "--resume", method=run.method)
     changed[changed.index("--budget") + 1] = "99"
     assert cli.main(changed) == 2
     assert "method" in capsys.readouterr().err  # the budget is part of the method's settings
@@ -294,21 +294,21 @@ def test_resume_refuses_other_arguments_and_a_fresh_start_refuses_a_used_folder(
 
 # -- the pieces ------------------------------------------------------------------------
 
-def test_evaluate_refuses_eval_instances_before_any_request(stub, apibank_root, tmp_path):
-    client = ChatClient(ModelConfig(base_urls=[stub.url], model="stub-model", cache_dir=None, max_retries=0))
-    cfg = RunConfig(topology="single", model="stub-model", base_url=[stub.url])
+def test_evaluate_refuses_eval_instances_before_any_request(scripted_stub, apibank_root, tmp_path):
+    client = ChatClient(ModelConfig(base_urls=[scripted_stub.url], model="stub-model", cache_dir=None, max_retries=0))
+    cfg = RunConfig(topology="single", model="stub-model", base_url=[scripted_stub.url])
     ctx = Context(topology="single", roles=["solver"], seed_prompts={"solver": "x"}, train_ids=SPLIT["train"],
                   validation_ids=SPLIT["validation"], seed=0, budget=1, hyper={}, out_dir=tmp_path,
                   run_config=cfg, client=client, scorer=Scorer(apibank_root),
                   events=EventLog(tmp_path / "log.jsonl", stream=None), protected_ids=EVAL_IDS)
-    before = len(stub.chat_requests)
+    before = len(scripted_stub.chat_requests)
     with pytest.raises(ValueError, match="eval-set"):
         ctx.evaluate({"solver": MARKER}, [SPLIT["train"][0], EVAL_IDS[0]])
     unused = next(task_id for task_id in manifests.read_manifest(manifests.POOL_MANIFEST)["ids"]
                   if task_id not in USED and task_id not in EVAL_IDS)
     with pytest.raises(ValueError, match="outside"):
         ctx.evaluate({"solver": MARKER}, [unused])
-    assert len(stub.chat_requests) == before
+    assert len(scripted_stub.chat_requests) == before
     rollouts = ctx.evaluate({"solver": MARKER}, SPLIT["train"])
     assert [r.task_id for r in rollouts] == SPLIT["train"] and all(r.correct for r in rollouts)
     assert all(r.agents and r.agents[0]["role"] == "solver" and "DIALOGUE SO FAR" in r.dialogue for r in rollouts)
@@ -388,12 +388,12 @@ def test_a_roles_reflective_records_are_its_last_round_turns_with_the_scorer_ver
     assert role_records(rollout, "manager", 2, 30) == []
 
 
-def test_a_final_run_killed_after_its_last_row_is_summarized_on_resume(stub, tmp_path, monkeypatch):
+def test_a_final_run_killed_after_its_last_row_is_summarized_on_resume(scripted_stub, tmp_path, monkeypatch):
     """Killed after the final run's last row but before its summary.json: the resume has nothing left to solve
     there, and still writes that summary and the same final.json."""
     out = tmp_path / "job"
     monkeypatch.setenv("APIBANK_CACHE_DIR", str(tmp_path / "cache"))
-    args = optimize_args(out, stub.url, "--model", "qwen", "--model-aliases", "qwen=stub-model")
+    args = optimize_args(out, scripted_stub.url, "--model", "qwen", "--model-aliases", "qwen=stub-model")
     assert cli.main(args) == 0
     final = json.loads((out / "final.json").read_text())
     (out / "final" / "optimized" / "summary.json").unlink()

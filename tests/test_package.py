@@ -13,7 +13,7 @@ from pathlib import Path
 
 from apibank_bench.core.paths import LOCK_FILE, MANIFEST_DIR, PACKAGED_ROOT, PROJECT_ROOT, require_root
 
-from test_bench_suite import EVAL_IDS
+from helpers import EVAL_IDS
 
 #: Our plugins, as pytest names them: blocking them is the session of an environment without the package.
 PLUGINS = ("apibank_bench.plugin", "apibank_bench.reports.gate_plugin")

@@ -5,16 +5,14 @@ import html
 import json
 import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
-from html.parser import HTMLParser
-from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
 from openai_stub import OpenAIStub, Reply
+from helpers import browse, Page
 from results_folders import eval_tasks, score_folder
 
 from apibank_bench.cli import main as cli_main
@@ -22,49 +20,6 @@ from apibank_bench.core.paths import PROJECT_ROOT
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 HOSTILE = '"><script>document.title="owned"</script><img src=x onerror=console.log(2)>'
-
-
-def chromium() -> str:
-    """The browser; its absence fails in CI (CI must install it) and skips on a developer's machine."""
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed (CI installs the Debian package `chromium`)")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    return path
-
-
-def browse(index: Path, profile: Path, *mode: str) -> subprocess.CompletedProcess:
-    argv = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-            f"--user-data-dir={profile}", *mode, index.resolve().as_uri()]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
-
-
-class Page(HTMLParser):
-    """What the test needs from the browser's DOM: tables, images, links."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tables, self.scripts, self.images, self.links, self.headings, self.titles = 0, 0, [], [], [], []
-        self._in_h2 = False
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        self.tables += tag == "table"
-        self.scripts += tag == "script"
-        if "title" in attrs:
-            self.titles.append(attrs["title"])
-        if tag == "img":
-            self.images.append(attrs.get("src", ""))
-        if tag == "a":
-            self.links.append(attrs.get("href", ""))
-        self._in_h2 = tag == "h2"
-
-    def handle_data(self, data):
-        if self._in_h2:
-            self.headings.append(data)
-            self._in_h2 = False
 
 
 def png_size(data: bytes) -> tuple[int, int]:

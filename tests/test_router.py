@@ -11,7 +11,7 @@ from apibank_bench.llm import router as router_module
 from apibank_bench.llm.http import APIConnectionError, BadRequestError, ErrorAnswer
 from apibank_bench.llm.router import Router, merge_snapshots
 from openai_stub import OpenAIStub
-from test_run_reliability import mixed, run_command
+from helpers import mixed, run_command
 
 
 class Clock:

@@ -4,53 +4,16 @@ resume of errored instances, and bad input refused before anything is scored."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from apibank_bench.agents.prompts import format_history
 from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.core.paths import PROJECT_ROOT
 from apibank_bench.runs.results import read_jsonl
-from apibank_bench.data.tasks import get_task
 
 from openai_stub import OpenAIStub, Reply, oversized, surrogate
-from test_bench_suite import EVAL_IDS, bench
-
-TIMING = {"latency_s"}
-
-
-def task_of(body: dict):
-    """The eval task a request is about (the longest dialogue its prompt contains)."""
-    prompt = body["messages"][-1]["content"]
-    matches = [(history, task) for history, task in HISTORIES.items() if history and history in prompt]
-    return max(matches, key=lambda pair: len(pair[0]))[1]
-
-
-HISTORIES = {format_history(task): task for task in (get_task(task_id) for task_id in EVAL_IDS[:40])}
-
-
-def mixed(body: dict) -> Reply:
-    """Gold for every other instance, a wrong call for the rest: a fixed answer per instance."""
-    task = task_of(body)
-    return Reply(text=f"[{task.gold_call[1:-1]}]" if EVAL_IDS.index(task.combined_id) % 2 == 0
-                 else "[NoSuchApi(x='1')]")
-
-
-def run_command(out_dir: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "apibank_bench", "run", "--out-dir", str(out_dir), *args],
-                          cwd=PROJECT_ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True,
-                          timeout=600)
-
-
-def comparable(out_dir: Path) -> tuple[list, list]:
-    results = [{k: v for k, v in line.items() if k not in TIMING} for line in read_jsonl(out_dir / "results.jsonl")]
-    return results, read_jsonl(out_dir / "predictions.jsonl")
-
+from helpers import bench, comparable, EVAL_IDS, mixed, run_command, task_of
 
 def test_concurrent_sequential_and_xdist_runs_give_identical_results(tmp_path):
     with OpenAIStub(default=mixed, hold=0.05) as stub:

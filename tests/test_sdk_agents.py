@@ -35,12 +35,6 @@ def task(apibank_root):
     return get_task(TASKS[0])
 
 
-@pytest.fixture
-def stub():
-    with OpenAIStub() as server:
-        yield server
-
-
 def client(stub: OpenAIStub, cache_dir=None, max_in_flight: int = 16) -> ChatClient:
     return ChatClient(ModelConfig(base_urls=[stub.url], model="stub-model", api_key="test", timeout=10,
                                   max_retries=0, cache_dir=cache_dir, constrained=False, max_in_flight=max_in_flight))

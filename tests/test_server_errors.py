@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -20,33 +21,9 @@ from openai_stub import OpenAIStub, Reply, error, reset
 MESSAGES = [{"role": "user", "content": "What day is it?"}]
 
 #: What each server answers (HTTP 400) to a request that does not fit its context, as their sources write it,
-#: with the (prompt, context) sizes it names.
-OVERFLOWS = {
-    "vllm": ('{"object": "error", "message": "This model\'s maximum context length is 2048 tokens. However, you '
-             'requested 3100 tokens (2076 in the messages, 1024 in the completion). Please reduce the length of the '
-             'messages or completion.", "type": "BadRequestError", "param": null, "code": 400}', (2076, 2048)),
-    "vllm-v1": ('{"error": {"message": "This model\'s maximum context length is 4096 tokens. However, your request '
-                'has 5000 input tokens. Please reduce the length of the input messages.", "type": '
-                '"BadRequestError", "code": 400}}', (5000, 4096)),
-    "llama-cpp-python": ('{"error": {"message": "This model\'s maximum context length is 2048 tokens. However, you '
-                         'requested 2600 tokens (1576 in the messages, 1024 in the completion). Please reduce the '
-                         'length of the messages or completion.", "type": "invalid_request_error", "param": '
-                         '"messages", "code": "context_length_exceeded"}}', (1576, 2048)),
-    "llama-cpp-python-completions": ('{"error": {"message": "This model\'s maximum context length is 2048 tokens, '
-                                     'however you requested 2600 tokens (1576 in your prompt; 1024 for the '
-                                     'completion). Please reduce your prompt; or completion length.", "type": '
-                                     '"invalid_request_error", "code": "context_length_exceeded"}}', (1576, 2048)),
-    "llama-server": ('{"error": {"code": 400, "message": "request (4476 tokens) exceeds the available context size '
-                     '(4096 tokens), try increasing it", "type": "exceed_context_size_error", "n_prompt_tokens": 4476, '
-                     '"n_ctx": 4096}}', (4476, 4096)),
-    "sglang": ('{"object": "error", "message": "Requested token count exceeds the model\'s maximum context length of '
-               '4096 tokens. You requested a total of 5100 tokens: 4076 tokens from the input messages and 1024 '
-               'tokens for the completion. Please reduce the number of tokens in the input messages or the '
-               'completion to fit within the limit.", "type": "BadRequestError", "code": 400}', (4076, 4096)),
-    "openai": ('{"error": {"message": "This model\'s maximum context length is 8192 tokens. However, your messages '
-               'resulted in 9000 tokens. Please reduce the length of the messages.", "type": '
-               '"invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}', (9000, 8192)),
-}
+#: with the prompt and context sizes it names (tests/context_overflows.json).
+OVERFLOWS = {server: (case["body"], (case["prompt_tokens"], case["context_tokens"])) for server, case in
+             json.loads((Path(__file__).parent / "context_overflows.json").read_text(encoding="utf-8")).items()}
 
 
 @pytest.mark.parametrize("server", sorted(OVERFLOWS))

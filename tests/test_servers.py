@@ -11,8 +11,7 @@ import pytest
 
 from apibank_bench.runs.results import read_jsonl
 from openai_stub import OpenAIStub, Reply, burst, reset
-from test_bench_suite import EVAL_IDS
-from test_run_reliability import comparable, mixed, run_command
+from helpers import comparable, EVAL_IDS, mixed, run_command
 
 SERVICE_S = 0.1
 

@@ -24,8 +24,7 @@ from apibank_bench.sweeps.executors.slurm import SlurmExecutor
 from apibank_bench.sweeps.ledger import LEDGER
 
 from openai_stub import OpenAIStub
-from test_run_reliability import mixed
-from test_sweep import CELLS, GRID
+from helpers import mixed, SWEEP_CELLS as CELLS, SWEEP_GRID as GRID
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "slurm-single-node"
 #: Waiting on Slurm (not a timing assertion): a cluster that never runs a job fails the test instead of hanging it.

@@ -19,12 +19,9 @@ from apibank_bench.sweeps import dispatch
 from apibank_bench.sweeps.cell_job import CellJob
 
 from openai_stub import OpenAIStub, Reply
-from test_bench_suite import EVAL_IDS
-from test_run_reliability import mixed, task_of
+from helpers import EVAL_IDS, mixed, SWEEP_CELLS, SWEEP_GRID, task_of
 
-GRID = ("--topology", "single,independent", "--team-size", "2,4")
-CELLS = ["topology=single,team_size=2", "topology=single,team_size=4",
-         "topology=independent,team_size=2", "topology=independent,team_size=4"]
+GRID, CELLS = SWEEP_GRID, SWEEP_CELLS
 #: What the sweep says before it runs GRID (single reads no team size).
 SINGLE_TEAM_SIZE = ("sweep: warning: --team-size 2,4 changes nothing for --topology single (it reads no team "
                     "setting): those cells are repeats")

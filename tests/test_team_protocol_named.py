@@ -10,8 +10,7 @@ from html import escape
 from apibank_bench.core.paths import PROJECT_ROOT
 from apibank_bench.reports.html import build_report
 from openai_stub import OpenAIStub
-from test_bench_suite import EVAL_IDS
-from test_run_reliability import mixed, run_command
+from helpers import EVAL_IDS, mixed, run_command
 
 NAMED = "replicas protocol: 2 lone answers of its final role, voted (not the topology's graph)"
 

@@ -15,8 +15,7 @@ from apibank_bench.runs.results import read_jsonl
 from apibank_bench.runs.team import team_fields, vote_margin
 
 from openai_stub import OpenAIStub, Reply
-from test_bench_suite import EVAL_IDS, bench
-from test_run_reliability import task_of
+from helpers import bench, EVAL_IDS, task_of
 
 IDS = EVAL_IDS[:6]
 SEED = 0

@@ -21,7 +21,7 @@ from apibank_bench.llm import ChatClient, ModelConfig
 from apibank_bench.scoring.parsing import parse_call
 from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.data.tasks import get_task
-from tests.openai_stub import OpenAIStub, Reply
+from tests.openai_stub import Reply
 
 A = "[AddAlarm(token='t', time='2023-09-12 13:50:00')]"
 B = "[AddAgenda(token='t', content='Meeting', time='2023-09-12 14:00:00', location='office')]"
@@ -182,12 +182,6 @@ MEMBERS = "level-3::level-3.json::10::1"
 @pytest.fixture(scope="module")
 def scorer(apibank_root):
     return Scorer()
-
-
-@pytest.fixture
-def stub():
-    with OpenAIStub() as server:
-        yield server
 
 
 def team_answer(stub, answers, topology="independent", rule="reference", task_id=ALARM, rounds=1):

@@ -74,9 +74,10 @@ def embedded_servers(cfg: RunConfig, task_ids: Callable[[], list[str]] = list,
 
     def prompts() -> list[str]:
         from apibank_bench.agents.prompts import role_prompt, task_prompt
+        from apibank_bench.agents.topologies import LONE
         from apibank_bench.data.tasks import get_task
 
-        system = role_prompt("single", "solver")
+        system = role_prompt(LONE, "solver")
         return [system + "\n\n" + task_prompt(get_task(task, root=cfg.root)) for task in dict.fromkeys(task_ids())]
 
     return OnDemandServer(cfg.cache_root, announce, model=cfg.model or "", chat_format=cfg.chat_format,

@@ -19,7 +19,6 @@ from apibank_bench.data.tasks import Task
 
 #: APIs never shown at Level 1 (the reference skips them; Level 1 tasks needing them are not curated).
 _HIDDEN_AT_LEVEL1 = {"SearchEngine", "Translate", "ToolSearcher"}
-_HIDDEN = {"SearchEngine", "Translate"}
 
 
 @cache

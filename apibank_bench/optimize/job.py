@@ -32,7 +32,7 @@ from apibank_bench.runs.benchmark_run import BenchmarkRun
 from apibank_bench.runs.instances import InstanceResult
 from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.scoring.stage import Stage
-from apibank_bench.core.settings import BY_NAME, RunConfig, from_environment
+from apibank_bench.core.settings import BY_NAME, RunConfig, run_config_of
 from apibank_bench.optimize import grid, methods
 from apibank_bench.optimize.context import Context, usage, write_prompts
 from apibank_bench.optimize.events import EventLog, dump
@@ -61,11 +61,7 @@ def _versions() -> dict:
 def run(args: argparse.Namespace, module: ModuleType, cell: grid.Cell) -> int:
     hyper = methods.hyperparameters(args, args.method, module)
     budget = args.budget if args.budget is not None else methods.default_budget(module)
-    cfg = from_environment(root=args.root, topology=args.topology, team_size=args.team_size,
-                           rounds=args.rounds, message_format=args.message_format, model=cell.model,
-                           base_url=list(args.base_url), seed=args.seed, cache=args.cache,
-                           constrained=args.constrained, cache_dir=args.cache_dir,
-                           model_role=getattr(args, "model_role", None))
+    cfg = run_config_of(args, model=cell.model)  # every run setting `optimize` takes; the cell's model name
     if cell.model and not cfg.base_url:
         raise JobError(f"--model {args.model} needs an endpoint: pass --base-url (or set OPENAI_BASE_URL)")
     try:

@@ -14,11 +14,11 @@ import dataclasses
 from typing import Any, Callable
 
 from apibank_bench.agents.topologies.spec import (
-    TEAM_SETTINGS, TEAM_SIZES, Alias, Builder, TopologySpec,
+    LONE, TEAM_SETTINGS, TEAM_SIZES, Alias, Builder, TopologySpec,
 )
 from apibank_bench.core.registry import Registry, import_submodules
 
-__all__ = ["TEAM_SETTINGS", "TEAM_SIZES", "TOPOLOGIES", "Alias", "TopologySpec", "alias", "as_run", "build_topology",
+__all__ = ["LONE", "TEAM_SETTINGS", "TEAM_SIZES", "TOPOLOGIES", "Alias", "TopologySpec", "alias", "as_run", "build_topology",
            "check_team_size", "ignored_settings", "is_team", "own_topologies", "replica_role", "roles", "spec_of",
            "final_role", "topology", "unread_settings", "what_it_reads"]
 

@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from apibank_bench.agents.solution import Solution
     from apibank_bench.data.tasks import Task
 
+#: The topology of one agent (core's default `--topology`): where a lone agent's prompt is.
+LONE = "single"
+
 #: The team sizes a team topology is built for (the reference's).
 TEAM_SIZES = (2, 4, 8, 10)
 
