@@ -278,3 +278,44 @@ def test_history_tools_is_refused_for_chat_agents_and_on_resume_across_values():
     assert differences({"history": "text", "tool_parse": "both"}, {"history": "tools", "tool_parse": "server"})[
         "measurement"] == ["tool_parse", "history"]
     assert differences({}, {"history": "text", "tool_parse": "both"})["measurement"] == []  # recorded before them
+
+
+# -- the two modes side by side ------------------------------------------------------------------
+
+def _chat_or_tools(body: dict) -> Reply:
+    """A chat request (no tools) gets the gold call as text for two instances of three, a wrong call else; a
+    request with tools gets `_three_ways`' answers, all gold."""
+    from test_run_reliability import task_of
+
+    if "tools" in body:
+        return _three_ways(body)
+    task = task_of(body)
+    return Reply(text=task.gold_call if EVAL_IDS.index(task.combined_id) % 3 else "[NoSuchApi(x='1')]")
+
+
+def test_compare_and_the_report_pair_a_chat_run_with_the_sdk_run_of_its_model(tmp_path):
+    from apibank_bench.reports.compare import compare, format_table
+    from apibank_bench.reports.html import build_report
+    from test_run_reliability import run_command
+
+    common = ("--model", "stub", "--limit", "6", "--no-cache")
+    with OpenAIStub(default=_chat_or_tools) as stub:
+        for kind in ("chat", "sdk"):
+            done = run_command(tmp_path / kind, *common, "--base-url", stub.url, "--agent-kind", kind)
+            assert done.returncode in (0, 1), done.stdout[-3000:]
+        other = run_command(tmp_path / "other", "--model", "other", "--limit", "6", "--no-cache", "--base-url",
+                            stub.url, "--agent-kind", "sdk")  # another model: not the chat run's other mode
+    result = compare([tmp_path / "chat", tmp_path / "sdk", tmp_path / "other"])
+    [modes] = result["modes"]
+    assert (modes["chat"], modes["sdk"], modes["paired"]) == ("chat", "sdk", 6)
+    assert (modes["overall"]["accuracy_baseline"], modes["overall"]["accuracy_run"]) == (4 / 6, 1.0)
+    assert modes["overall"]["won"] == [EVAL_IDS[0], EVAL_IDS[3]] and modes["overall"]["lost"] == []
+    assert modes["answered_by"]["sdk"] == {"tool_call": 2, "client_parse": 2, "text": 2, "text_fallback": 0,
+                                           "none": 0}
+    assert modes["answered_by"]["chat"]["text"] == 6
+    table = format_table(result)
+    assert "chat vs sdk (stub, single; tool parse both, history text): chat 66.7%, sdk 100.0% on 6 paired" in table
+    assert "answered by: chat text 6; sdk tool_call 2, client_parse 2, text 2" in table
+    report = build_report([tmp_path / "chat", tmp_path / "sdk"], tmp_path / "report").read_text()
+    assert "Chat against function calling" in report and "<td>+33.3%</td>" in report
+    assert other.returncode in (0, 1)

@@ -13,7 +13,9 @@ they share, with a note.
 Runs of several epochs are paired on epoch 0 (the epoch whose seeds a run without epochs uses),
 one pair per instance, so the exact McNemar test stays valid; each run's mean accuracy over its
 epochs and its flip rate (the share of instances that are right in some epochs only) are given
-beside. Each run's tokens per correct answer (runs.summary.tokens_per_correct) too.
+beside. Each run's tokens per correct answer (runs.summary.tokens_per_correct) too. Among the runs,
+each `chat` run and an `sdk` run of the same setup are also paired with each other (reports.modes:
+`modes`), with the path each run's answers came through.
 """
 
 from __future__ import annotations
@@ -211,9 +213,12 @@ def compare_runs(runs: list[Run], seed: int = 0, force: bool = False) -> dict:
     problems += [f"{run.name}: {run.unreadable} lines of {run.path / RESULTS} could not be read (their bytes are in "
                  f"{RESULTS}{UNREADABLE} once a run sets them aside): their instances are missing, not another "
                  "selection" for run in runs if run.unreadable]
+    from apibank_bench.reports.modes import mode_comparisons
+
     return {"baseline": runs[0].name, "seed": seed, "warnings": problems,
             "runs": [run_facts(run) for run in runs],
-            "comparisons": comparisons}
+            "comparisons": comparisons,
+            "modes": mode_comparisons(runs, seed)}
 
 
 def regressions(result: dict, alpha: float) -> list[str]:
@@ -251,6 +256,10 @@ def format_table(result: dict) -> str:
                          f"{comp['shared']} instances both hold")
         lines += paired_lines(comp)
         lines.append("")
+    if result.get("modes"):
+        from apibank_bench.reports.modes import mode_lines
+
+        lines += [*mode_lines(result["modes"]), ""]
     lines += [run_line(facts) for facts in result["runs"]]
     return "\n".join(lines).rstrip() + "\n"
 

@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from apibank_bench.agents.topologies import is_team
 from apibank_bench.reports.compare import MDD_NOTE, Run, compare_runs, first_epoch, format_mdd, format_p, load_run
+from apibank_bench.reports.modes import mode_comparisons
 from apibank_bench.runs.epochs import correct_epochs
 from apibank_bench.runs.results import SUMMARY, TRACES, read_trace, trace_name
 from apibank_bench.runs.team import protocol_words
@@ -212,6 +213,19 @@ def answered_by_table(runs: list[Run], summaries: list[dict]) -> str:
     return note + _table(["answered by", *(run.name for run in runs)], rows)
 
 
+def modes_section(comparisons: list[dict]) -> str:
+    """The model x mode table (reports.modes): each chat run against the sdk run of its setup."""
+    from apibank_bench.reports import modes
+
+    notes = "".join(f'<p class="note">{escape(comp["sdk"])}: no answer came through a tool call; this is not a '
+                    "function-calling result</p>" for comp in comparisons
+                    if comp["answered_by"]["sdk"] and not comp["answered_by"]["sdk"].get("tool_call")
+                    and not comp["answered_by"]["sdk"].get("client_parse"))
+    return (notes + _table(modes.HEADER, modes.rows(comparisons), name_columns=4)
+            + "<p>Paired on the instances both runs answered (epoch 0); the difference is the sdk run's accuracy "
+              "minus the chat run's, with a paired-bootstrap interval and the exact McNemar test.</p>")
+
+
 def api_table(runs: list[Run], summaries: list[dict]) -> str:
     apis = sorted({api for s in summaries for api in s["by_api"]})
     rows = [[api, *(counts_text(s["by_api"][api]) if api in s["by_api"] else "—"
@@ -382,6 +396,9 @@ def build_report(paths: list, out: Path, seed: int = 0, prices=None) -> Path:
         sections.append(("Repeats: epochs, pass@k, majority of K, flip rate", epochs_table(runs, summaries)))
     if any(s.get("team") for s in summaries):
         sections.append(("Every agent scored: team, oracle and aggregation", team_table(runs, summaries)))
+    modes = mode_comparisons(runs, seed) if len(runs) > 1 else []
+    if modes:
+        sections.append(("Chat against function calling: each model's two modes, paired", modes_section(modes)))
     if len(runs) > 1:
         sections.append(("Accuracy–cost frontier", frontier_section(runs, seed, prices or recorded_prices(runs))))
         sections.append((f"Paired comparisons with {runs[0].name} (seed {seed})",

@@ -1,0 +1,113 @@
+"""Chat against function calling: each `chat` run paired with the `sdk` runs of the same setup.
+
+BFCL reports every model twice, "(Prompt)" and "(FC)". Among the runs given to `compare` or the
+report, two runs are the two modes of one setup when every measured setting they recorded agrees
+(model, topology, team, sampling ...) but the agent kind and what only function-calling agents
+measure (`--tool-parse`, `--history`; the `agents_sdk` topology is `single` with `sdk` agents). Each
+such pair gets the paired statistics of `compare` (the sdk run against the chat run: the accuracy
+difference with its bootstrap interval and the exact McNemar test) and the `answered_by` mix of
+each run (agents.tool_answer.AnsweredBy): an sdk run whose answers came through text is not a
+function-calling result, whatever its kind.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from apibank_bench.agents.tool_answer import AnsweredBy
+from apibank_bench.core import settings
+from apibank_bench.reports.compare import Run, compare_pair, format_p, pair
+from apibank_bench.runs.pairing import first_epoch
+
+#: What differs between the two modes of one setup.
+MODE_SETTINGS = ("agent_kind", "tool_parse", "history")
+_MEASURED = tuple(setting.name for setting in settings.RUN_SETTINGS
+                  if setting.role == settings.MEASUREMENT and setting.name not in MODE_SETTINGS)
+
+
+def mode_of(run: Run) -> str:
+    recorded = run.config.get("run") or {}
+    return "sdk" if recorded.get("agent_kind") == "sdk" or recorded.get("topology") == "agents_sdk" else "chat"
+
+
+def _setup(run: Run) -> str:
+    """The run's measured settings but the mode's, as one comparable text."""
+    recorded = dict(run.config.get("run") or {})
+    if recorded.get("topology") == "agents_sdk":
+        recorded["topology"] = "single"
+    return json.dumps({name: recorded.get(name) for name in _MEASURED}, sort_keys=True, default=str)
+
+
+def answered_mix(run: Run) -> dict[str, int]:
+    """How many of the run's answers (epoch 0's, as paired) came through each path; empty when none says."""
+    counts = Counter(str(row.answered_by) for row in first_epoch(run.rows).values() if row.answered_by is not None)
+    if not counts:
+        return {}
+    return {**{str(path): counts.pop(str(path), 0) for path in AnsweredBy}, **dict(sorted(counts.items()))}
+
+
+def mode_pairs(runs: list[Run]) -> list[tuple[Run, Run]]:
+    """(chat run, sdk run) for every two runs that are the two modes of one setup, in the order given."""
+    chats = [run for run in runs if mode_of(run) == "chat"]
+    return [(chat, sdk) for sdk in runs if mode_of(sdk) == "sdk" for chat in chats if _setup(chat) == _setup(sdk)]
+
+
+def mode_comparisons(runs: list[Run], seed: int = 0) -> list[dict]:
+    """Each chat/sdk pair's paired statistics (the sdk run against the chat run) and both answer mixes.
+    A pair whose data, manifest or ToolSearcher scorer differ is left out (`pair` refuses it)."""
+    found = []
+    for chat, sdk in mode_pairs(runs):
+        pairing = pair(chat, sdk)
+        if pairing.refused or not pairing.paired:
+            continue
+        recorded = sdk.config.get("run") or {}
+        found.append({"model": recorded.get("model") or "embedded", "topology": (chat.config.get("run") or {}).get(
+            "topology"), "chat": chat.name, "sdk": sdk.name, "tool_parse": recorded.get("tool_parse", "both"),
+            "history": recorded.get("history", "text"), "answered_by": {"chat": answered_mix(chat),
+                                                                       "sdk": answered_mix(sdk)},
+            **{key: value for key, value in compare_pair(chat, sdk, seed, pairing).items()
+               if key in ("paired", "overall", "by_level", "notes")}})
+    return found
+
+
+HEADER = ["model", "topology", "chat run", "sdk run", "paired n", "chat", "sdk", "sdk - chat",
+          "95% CI (paired bootstrap)", "McNemar p (exact)", "sdk answered by"]
+
+
+def mix_text(mix: dict[str, int]) -> str:
+    """`tool_call 40, client_parse 3, text 5` (paths with answers only); `-` when the run names none."""
+    shown = ", ".join(f"{path} {count}" for path, count in mix.items() if count)
+    return shown or "-"
+
+
+def rows(comparisons: list[dict]) -> list[list]:
+    """The model x mode table: one row per chat/sdk pair."""
+    table = []
+    for comp in comparisons:
+        overall = comp["overall"]
+        low, high = overall["ci_95"]
+        table.append([comp["model"], comp["topology"], comp["chat"], comp["sdk"], overall["n"],
+                      f"{overall['accuracy_baseline']:.1%}", f"{overall['accuracy_run']:.1%}",
+                      f"{overall['difference']:+.1%}", f"[{low:+.3f}, {high:+.3f}]", format_p(overall["mcnemar_p"]),
+                      mix_text(comp["answered_by"]["sdk"])])
+    return table
+
+
+def mode_lines(comparisons: list[dict]) -> list[str]:
+    """The table for the terminal (`compare`): one paragraph per pair."""
+    lines = []
+    for comp in comparisons:
+        overall = comp["overall"]
+        low, high = overall["ci_95"]
+        lines += [f"chat vs sdk ({comp['model']}, {comp['topology']}; tool parse {comp['tool_parse']}, history "
+                  f"{comp['history']}): {comp['chat']} {overall['accuracy_baseline']:.1%}, {comp['sdk']} "
+                  f"{overall['accuracy_run']:.1%} on {overall['n']} paired instances",
+                  f"  sdk - chat {overall['difference']:+.1%} [{low:+.3f}, {high:+.3f}], McNemar p = "
+                  f"{format_p(overall['mcnemar_p'])}",
+                  f"  answered by: chat {mix_text(comp['answered_by']['chat'])}; sdk "
+                  f"{mix_text(comp['answered_by']['sdk'])}"]
+        if comp["answered_by"]["sdk"] and not any(comp["answered_by"]["sdk"].get(str(path)) for path in
+                                                  (AnsweredBy.TOOL_CALL, AnsweredBy.CLIENT_PARSE)):
+            lines.append(f"  {comp['sdk']}: no answer came through a tool call: this is not a function-calling result")
+    return lines
