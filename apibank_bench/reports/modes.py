@@ -3,7 +3,7 @@
 BFCL reports every model twice, "(Prompt)" and "(FC)". Among the runs given to `compare` or the
 report, two runs are the two modes of one setup when every measured setting they recorded agrees
 (model, topology, team, sampling ...) but the agent kind and what only function-calling agents
-measure (`--tool-parse`, `--history`; the `agents_sdk` topology is `single` with `sdk` agents). Each
+measure (`--tool-parse`, `--history`; an alias topology counts as its target with its agent kind). Each
 such pair gets the paired statistics of `compare` (the sdk run against the chat run: the accuracy
 difference with its bootstrap interval and the exact McNemar test) and the `answered_by` mix of
 each run (agents.tool_answer.AnsweredBy): an sdk run whose answers came through text is not a
@@ -26,16 +26,27 @@ _MEASURED = tuple(setting.name for setting in settings.RUN_SETTINGS
                   if setting.role == settings.MEASUREMENT and setting.name not in MODE_SETTINGS)
 
 
+def _as_run(run: Run) -> dict:
+    """The run's recorded settings as it ran: an alias topology as its target, with its agent kind."""
+    from apibank_bench.agents.topologies import spec_of
+
+    recorded = dict(run.config.get("run") or {})
+    try:
+        alias = spec_of(str(recorded.get("topology"))).alias_of
+    except (KeyError, ValueError, LookupError):  # a topology this version does not know: as recorded
+        return recorded
+    if alias is not None:
+        recorded.update(topology=alias.topology, agent_kind=alias.agent_kind)
+    return recorded
+
+
 def mode_of(run: Run) -> str:
-    recorded = run.config.get("run") or {}
-    return "sdk" if recorded.get("agent_kind") == "sdk" or recorded.get("topology") == "agents_sdk" else "chat"
+    return "sdk" if _as_run(run).get("agent_kind") == "sdk" else "chat"
 
 
 def _setup(run: Run) -> str:
     """The run's measured settings but the mode's, as one comparable text."""
-    recorded = dict(run.config.get("run") or {})
-    if recorded.get("topology") == "agents_sdk":
-        recorded["topology"] = "single"
+    recorded = _as_run(run)
     return json.dumps({name: recorded.get(name) for name in _MEASURED}, sort_keys=True, default=str)
 
 
@@ -62,12 +73,14 @@ def mode_comparisons(runs: list[Run], seed: int = 0) -> list[dict]:
         if pairing.refused or not pairing.paired:
             continue
         recorded = sdk.config.get("run") or {}
-        found.append({"model": recorded.get("model") or "embedded", "topology": (chat.config.get("run") or {}).get(
-            "topology"), "chat": chat.name, "sdk": sdk.name, "tool_parse": recorded.get("tool_parse", "both"),
-            "history": recorded.get("history", "text"), "answered_by": {"chat": answered_mix(chat),
-                                                                       "sdk": answered_mix(sdk)},
-            **{key: value for key, value in compare_pair(chat, sdk, seed, pairing).items()
-               if key in ("paired", "overall", "by_level", "notes")}})
+        stats = compare_pair(chat, sdk, seed, pairing)
+        found.append({
+            "model": recorded.get("model") or "embedded", "topology": _as_run(chat).get("topology"),
+            "chat": chat.name, "sdk": sdk.name,
+            "tool_parse": recorded.get("tool_parse", "both"), "history": recorded.get("history", "text"),
+            "answered_by": {"chat": answered_mix(chat), "sdk": answered_mix(sdk)},
+            **{key: stats[key] for key in ("paired", "overall", "by_level", "notes")},
+        })
     return found
 
 
