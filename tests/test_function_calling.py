@@ -285,7 +285,7 @@ def test_history_tools_is_refused_for_chat_agents_and_on_resume_across_values():
 def _chat_or_tools(body: dict) -> Reply:
     """A chat request (no tools) gets the gold call as text for two instances of three, a wrong call else; a
     request with tools gets `_three_ways`' answers, all gold."""
-    from test_run_reliability import task_of
+    from helpers import task_of
 
     if "tools" in body:
         return _three_ways(body)
@@ -296,7 +296,7 @@ def _chat_or_tools(body: dict) -> Reply:
 def test_compare_and_the_report_pair_a_chat_run_with_the_sdk_run_of_its_model(tmp_path):
     from apibank_bench.reports.compare import compare, format_table
     from apibank_bench.reports.html import build_report
-    from test_run_reliability import run_command
+    from helpers import run_command
 
     common = ("--model", "stub", "--limit", "6", "--no-cache")
     with OpenAIStub(default=_chat_or_tools) as stub:
