@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 from typing import Callable
 
 from apibank_bench.core.settings import RunConfig
@@ -36,18 +35,10 @@ def import_solver_modules(config: RunConfig) -> None:
     """
     if not config.is_gold:
         from apibank_bench.agents.topologies import graph
+        from apibank_bench.core.lasting import building_lasting
 
-        # The import makes about a hundred thousand objects that live as long as the process, and no
-        # garbage: the collector's passes over them during it cost 0.1 s of the time to the first
-        # request, and frozen they stay out of every later pass (as the pool fixture's freeze has it).
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with building_lasting():  # about a hundred thousand objects, no garbage (core/lasting.py)
             graph.import_langgraph()
-        finally:
-            gc.freeze()
-            if collecting:
-                gc.enable()
 
 
 __all__ = ["Solution", "Solver", "build_solver", "gold_solver", "import_solver_modules"]

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from apibank_bench.core.text import shortened
 from apibank_bench.llm.cache import CachedAnswer
 from apibank_bench.llm.http import MalformedResponse
 
@@ -64,8 +65,7 @@ def token_count(value: Any) -> int:
 
 def as_json(body: Any, chars: int = 200) -> str:
     """A body quoted as JSON in an error (not Python's repr, which an error row would carry as is), cut short."""
-    text = json.dumps(body, ensure_ascii=False, default=str)
-    return text if len(text) <= chars else text[:chars] + "..."
+    return shortened(json.dumps(body, ensure_ascii=False, default=str), chars)
 
 
 def read_completion(response: Any, url: str, attempts: int, started: float) -> Completion:

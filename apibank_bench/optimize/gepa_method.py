@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, cast
 
+from apibank_bench.core.text import shortened
 from apibank_bench.optimize.rollouts import role_turns, turn_input
 from apibank_bench.scoring.stage import Stage
 
@@ -45,6 +46,7 @@ HYPERPARAMETERS: dict[str, tuple[type, Any, str]] = {
                                "end, where the dialogue is; keeps reflections within a small model's context)"),
 }
 
+CUT = "[...]\n"  #: where a reflective record's text was cut (its start; the end is kept)
 _STAGE_WORDS = {Stage.PARSE: "did not parse as one call", Stage.API_NAME: "named the wrong API",
                 Stage.SCORE: "named the right API but the call's result was wrong"}
 
@@ -61,10 +63,6 @@ def feedback(rollout: Rollout) -> str:
             f"Predicted: {predicted}. Gold: {rollout.gold_call}.")
 
 
-def _tail(text: str, limit: int) -> str:
-    return text if len(text) <= limit else "[...]\n" + text[-limit:]
-
-
 def role_records(rollout: Rollout, role: str, turns_per_task: int, input_chars: int) -> list[dict[str, str]]:
     """One role's part in one rollout: its turns of the last round it spoke in."""
     turns = role_turns(rollout, role)
@@ -72,8 +70,8 @@ def role_records(rollout: Rollout, role: str, turns_per_task: int, input_chars: 
         return []
     last = max(turn.get("round", 0) for turn in turns)
     chosen = sorted((t for t in turns if t.get("round", 0) == last), key=lambda t: t.get("index", 0))
-    return [{"Inputs": _tail(turn_input(turn, rollout.dialogue), input_chars),
-             "Generated Outputs": _tail(turn.get("answer") or "", input_chars), "Feedback": feedback(rollout)}
+    return [{"Inputs": shortened(turn_input(turn, rollout.dialogue), input_chars, end=True, mark=CUT),
+             "Generated Outputs": shortened(turn.get("answer") or "", input_chars, end=True, mark=CUT), "Feedback": feedback(rollout)}
             for turn in chosen[:max(1, turns_per_task)]]
 
 
@@ -104,7 +102,7 @@ class TopologyAdapter:
             records = [record for rollout in rollouts
                        for record in role_records(rollout, role, self.turns_per_task, self.input_chars)]
             if not records:  # the role did not speak (cannot happen in our topologies): show the outcome
-                records = [{"Inputs": _tail(r.dialogue, self.input_chars), "Generated Outputs": r.answer or "",
+                records = [{"Inputs": shortened(r.dialogue, self.input_chars, end=True, mark=CUT), "Generated Outputs": r.answer or "",
                             "Feedback": feedback(r)} for r in rollouts]
             dataset[role] = records
         return dataset

@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import re
 
+from apibank_bench.core.text import shortened
+
 _CLIP = 1500  # characters of one text shown to the optimizer model; keeps prompts small-model sized
 _TAG = re.compile(r"<prompt>(.*?)</prompt>", re.S | re.I)
 _FENCE = re.compile(r"```[a-zA-Z]*\n(.*?)```", re.S)
@@ -16,8 +18,8 @@ def digest(text: str) -> str:
 
 
 def clip(text: str | None, limit: int = _CLIP) -> str:
-    text = (text or "").strip()
-    return text if len(text) <= limit else text[:limit] + " [...]"
+    """A text as the optimizer model is shown it: trimmed, its start up to `limit` characters."""
+    return shortened((text or "").strip(), limit, mark=" [...]")
 
 
 def extract_prompt(reply: str) -> str:

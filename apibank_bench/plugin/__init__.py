@@ -17,20 +17,20 @@ import pytest
 LAST_FAILED = "apibank_last_failed"  #: the option attribute `--lf` becomes on a benchmark run (cmdline_main)
 
 
-def pytest_addoption(parser: Any) -> None:
+def pytest_addoption(parser: pytest.Parser) -> None:
     from apibank_bench.core import settings
 
     settings.add_pytest_options(parser)
 
 
-def pytest_addhooks(pluginmanager: Any) -> None:
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     from apibank_bench.plugin import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_cmdline_main(config: Any) -> Any:
+def pytest_cmdline_main(config: pytest.Config) -> Any:
     """Before the session: `--lf` on the benchmark is decided from the folder's own rows (the session's
     collection_modifyitems), so pytest's cache (one per checkout, and "run everything" when nothing failed)
     is turned off before its plugin reads the option. After it: a benchmark session's exit status is the
@@ -49,7 +49,7 @@ def pytest_cmdline_main(config: Any) -> Any:
     return of_pytest_session(status, stopped=bool(session is not None and session.stopped_itself))
 
 
-def pytest_configure(config: Any) -> None:
+def pytest_configure(config: pytest.Config) -> None:
     from apibank_bench.plugin.options import benchmark_session
 
     if not benchmark_session(config):

@@ -29,7 +29,7 @@ STOPPED = "apibank: not run: "  #: how a test skipped because the run stopped gi
 
 
 class BenchSession(XdistParts):
-    def __init__(self, config: Any, last_failed: bool) -> None:
+    def __init__(self, config: pytest.Config, last_failed: bool) -> None:
         from apibank_bench.apis.search.model import use_cache_root
 
         self.config = config
@@ -62,7 +62,7 @@ class BenchSession(XdistParts):
 
     # -- before anything runs ------------------------------------------------------------------
 
-    def pytest_sessionstart(self, session: Any) -> None:
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Before any instance runs, the data root must match the lock (else scores would be silently wrong)."""
         self.worker = is_xdist_worker(session)
         if self.worker or not self.requested:
@@ -146,7 +146,7 @@ class BenchSession(XdistParts):
             self.not_started = f"apibank: {dead[0]}; start the server or fix {settings.flag('base_url')}"
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtestloop(self, session: Any) -> bool | None:
+    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
         """A run that cannot start runs no test: its one line is printed instead (see check_endpoint)."""
         if self.not_started is None:
             return None
@@ -169,7 +169,7 @@ class BenchSession(XdistParts):
             pytest.param(case, id=case, marks=getattr(pytest.mark, f"level{split_combined_id(split_case(case)[0])[0]}"))
             for case in cases])
 
-    def pytest_collection_modifyitems(self, session: Any, config: Any, items: list) -> None:
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list) -> None:
         """`--lf`: only the cases without a correct row in the folder (an error, a wrong answer, or no row at
         all); when every one has a correct row, none runs."""
         if not self.last_failed:
@@ -188,7 +188,7 @@ class BenchSession(XdistParts):
                      "selection: nothing failed, nothing to run", yellow=True)
 
     @pytest.hookimpl(trylast=True)
-    def pytest_collection_finish(self, session: Any) -> None:
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
         """What pytest runs of the selection; then, under `run`, the progress line owns the screen."""
         if is_xdist_worker(session):
             return
@@ -201,14 +201,14 @@ class BenchSession(XdistParts):
     # -- running ---------------------------------------------------------------------------------
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(self, item: Any, nextitem: Any) -> Any:
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Any:
         result = yield
         pool = self.run.pool
         if pool is not None and (item.session.shouldfail or item.session.shouldstop):  # -x, --maxfail: start no more
             pool.stop(str(item.session.shouldfail or item.session.shouldstop))
         return result
 
-    def pytest_runtest_logreport(self, report: Any) -> None:
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """The controller writes a test's lines from the first of its reports that carries them (the setup's:
         the call's and teardown's carry them too)."""
         if self.worker:
@@ -223,7 +223,7 @@ class BenchSession(XdistParts):
             import json
 
             self.written_nodes.add(report.nodeid)
-            self.add(json.loads(texts[0]))  # the lines' one decoding on their way to the file
+            self.add(json.loads(str(texts[0])))  # the lines' one decoding on their way to the file
 
     def add(self, payload: dict) -> None:
         row = self.run.add(payload)
@@ -250,7 +250,7 @@ class BenchSession(XdistParts):
         self.run.finish()
 
     @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: Any) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if is_xdist_worker(session):
             self.hand_back_counts()
             return
@@ -275,14 +275,14 @@ class BenchSession(XdistParts):
                                       terminalreporter._tw.fullwidth):
                 terminalreporter.write_line(line, yellow=isinstance(line, YellowLine))
 
-    def pytest_unconfigure(self, config: Any) -> None:  # also after Ctrl-C: queued instances are cancelled
+    def pytest_unconfigure(self, config: pytest.Config) -> None:  # also after Ctrl-C: queued instances are cancelled
         self.progress.stop_line()
         if self.run.pool is not None:
             self.run.pool.close()
         self.stop_local()
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_json_runtest_metadata(self, item: Any, call: Any) -> dict | None:
+    def pytest_json_runtest_metadata(self, item: pytest.Item, call: Any) -> dict | None:
         """pytest-json-report: each test's result fields."""
         if RESULT in item.stash and call.when in ("setup", "call"):
             return {USER_PROPERTY: item.stash[RESULT]}

@@ -26,21 +26,21 @@ class RunOutput:
         verdict = self.run.verdict if self.run is not None else None
         return bool(verdict and verdict.worse)
 
-    def pytest_apibank_owns_screen(self, config: Any) -> bool:
+    def pytest_apibank_owns_screen(self, config: pytest.Config) -> bool:
         return True
 
-    def pytest_sessionstart(self, session: Any) -> None:
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None and self.quiet(session.config):
             reporter.showfspath = False  # not even the test file's name: the progress line has the line
 
     @staticmethod
-    def quiet(config: Any) -> bool:
+    def quiet(config: pytest.Config) -> bool:
         """Whether pytest prints nothing per instance (not with `run -v`, which asks for a line each)."""
         return config.option.verbose <= 0
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_report_teststatus(self, report: Any, config: Any) -> tuple[str, str, str] | None:
+    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
         """An instance's outcome in the run's words (correct, wrong, errored, not run), no character per test
         and no FAILURES section: the closing table counts them."""
         if not self.quiet(config):  # `run` collects the benchmark alone: every test is an instance
@@ -53,14 +53,14 @@ class RunOutput:
             return "errored", "", ""
         return "", "", ""
 
-    def pytest_sessionfinish(self, session: Any) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
         reason = session.shouldstop
         self.stopped = reason if isinstance(reason, str) and reason.startswith("apibank:") else None
 
-    def pytest_apibank_run_finished(self, run: Any, session: Any) -> None:
+    def pytest_apibank_run_finished(self, run: Any, session: pytest.Session) -> None:
         self.run = run
 
-    def pytest_unconfigure(self, config: Any) -> None:
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self.summary:
             from apibank_bench.runs.closing import YellowLine, closing_lines
 

@@ -3,11 +3,11 @@ the pool that keeps this process's instances in flight. Per test: its instance's
 
 from __future__ import annotations
 
-import gc
 
 import pytest
 
 from apibank_bench.agents import build_solver
+from apibank_bench.core.lasting import freeze_lasting
 from apibank_bench.agents.models import EndpointUnreachable, model_client
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.runs.instances import RunStopped
@@ -85,10 +85,7 @@ def apibank_solver(apibank_config, apibank_model):
 def apibank_pool(request, apibank_run, apibank_model, apibank_solver, apibank_scorer):
     """Solves this process's instances, `concurrency` at a time, starting with the first tests'; a dead
     endpoint trips the model layer's breaker, which stops it (no more instances start)."""
-    # Everything built so far (the model layer, LangGraph, the solver, the APIs) lives as long as the
-    # process: out of the collector's sight, later collections (automatic ones during the run, and
-    # pytest's own at its end) scan only the run's new objects, not the hundreds of thousands imported.
-    gc.freeze()
+    freeze_lasting()  # the model layer, LangGraph, the solver, the APIs: out of later collections' sight
     pool = apibank_run.start_pool(my_instances(request.session), apibank_solver, apibank_scorer)
     yield pool
     pool.close()

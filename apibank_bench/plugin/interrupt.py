@@ -20,8 +20,10 @@ import threading
 
 from typing import Any
 
+import pytest
 
-def install(config: Any, workers: list[int]) -> None:
+
+def install(config: pytest.Config, workers: list[int]) -> None:
     """Turn SIGTERM into KeyboardInterrupt for this session, unless someone else handles it already.
     `workers`: the process ids of the controller's xdist workers, filled as they come up."""
     if threading.current_thread() is not threading.main_thread():
@@ -38,4 +40,7 @@ def install(config: Any, workers: list[int]) -> None:
         raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
 
     signal.signal(signal.SIGTERM, interrupt)
-    config.add_cleanup(lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    config.add_cleanup(restore)

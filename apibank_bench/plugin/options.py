@@ -9,7 +9,6 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
-from typing import Any
 
 import pytest
 from xdist import is_xdist_worker
@@ -37,7 +36,7 @@ class GivenSettings:
     given: AbstractSet[str] = field(default_factory=frozenset)  #: the settings the user set (the rest are defaults)
 
 
-def resolve_settings(config: Any) -> settings.RunConfig:
+def resolve_settings(config: pytest.Config) -> settings.RunConfig:
     """The run's settings: given by `apibank-bench run`, else from the options; an xdist worker takes the
     controller's (`workerinput`), and its message voice."""
     given = handed(config)
@@ -53,12 +52,12 @@ def resolve_settings(config: Any) -> settings.RunConfig:
         raise pytest.UsageError(f"apibank: {exc}") from None
 
 
-def handed(config: Any) -> GivenSettings | None:
+def handed(config: pytest.Config) -> GivenSettings | None:
     """The plugin object through which `apibank-bench run` handed pytest its resolved settings, or None."""
     return next((plugin for plugin in config.pluginmanager.get_plugins() if isinstance(plugin, GivenSettings)), None)
 
 
-def given_names(config: Any) -> set[str]:
+def given_names(config: pytest.Config) -> set[str]:
     """The settings the user set (the rest are defaults): as `run` handed them, else from the options."""
     given = handed(config)
     if given is not None:
@@ -66,7 +65,7 @@ def given_names(config: Any) -> set[str]:
     return settings.given_names(lambda s: config.getoption(s.dest), lambda s: config.getini(s.dest))
 
 
-def benchmark_session(config: Any) -> bool:
+def benchmark_session(config: pytest.Config) -> bool:
     """Whether this process takes part in a benchmark run: `run` handed it the settings, its arguments
     collect the benchmark (`bench_requested`), or, on an xdist worker, the controller handed it the run."""
     workerinput = getattr(config, "workerinput", None)
@@ -75,7 +74,7 @@ def benchmark_session(config: Any) -> bool:
     return handed(config) is not None or bench_requested(config)
 
 
-def bench_requested(config: Any) -> bool:
+def bench_requested(config: pytest.Config) -> bool:
     """Whether this session collects the benchmark's module: one of its arguments (a path, or a module
     under `--pyargs`) is that module or its package, or is (or holds) a test module that imports it, as the
     checkout's `bench_tests/test_apibank.py` does. Decided before collection, from the arguments alone (the
@@ -137,7 +136,7 @@ def _imports_bench(path: Path) -> bool:
     return _IMPORT.search(head) is not None
 
 
-def narrowing(config: Any, last_failed: bool) -> dict:
+def narrowing(config: pytest.Config, last_failed: bool) -> dict:
     """The pytest options of this session that run only part of the selection (`-k`, `-m`,
     `--deselect`, `--lf`, test IDs), as given; empty when pytest runs all of it."""
     option = config.option
@@ -148,13 +147,13 @@ def narrowing(config: Any, last_failed: bool) -> dict:
     return {name: value for name, value in chosen.items() if value}
 
 
-def case_of(item: Any) -> str | None:
+def case_of(item: pytest.Item) -> str | None:
     """The case a benchmark test runs (its parameter), else None."""
     callspec = getattr(item, "callspec", None)
     return callspec.params.get(CASE) if callspec is not None else None
 
 
-def my_instances(session: Any) -> list[str]:
+def my_instances(session: pytest.Session) -> list[str]:
     """The cases this process will run, in the order it runs them.
 
     Under xdist the share scheduler (`plugin.xdist_share`) gives worker k of n the items k, k + n,
@@ -162,6 +161,6 @@ def my_instances(session: Any) -> list[str]:
     """
     items = session.items
     if is_xdist_worker(session):  # another scheduler (or a replacement worker): solve each instance when its test runs
-        share = session.config.workerinput.get(SHARE_KEY)
+        share = session.config.workerinput.get(SHARE_KEY)  # type: ignore[attr-defined]  # xdist sets it on a worker
         items = items[share[0]::share[1]] if share else []
     return [case for case in map(case_of, items) if case is not None]

@@ -8,6 +8,8 @@ import os
 import time
 from typing import Any
 
+import pytest
+
 from apibank_bench.core.progress import ProgressLine, eta
 from apibank_bench.runs.benchmark_run import BenchmarkRun
 from apibank_bench.runs.row import ResultRow
@@ -18,7 +20,7 @@ PROGRESS_EVERY_S = 10.0  #: plain progress lines (not a terminal, or pytest's ow
 class Progress:
     """Where `run` is, said on `config`'s terminal; `quiet`: pytest prints nothing per test (`run` without -v)."""
 
-    def __init__(self, config: Any, run: BenchmarkRun, quiet: bool) -> None:
+    def __init__(self, config: pytest.Config, run: BenchmarkRun, quiet: bool) -> None:
         self.config, self.run, self.quiet = config, run, quiet
         self.line: ProgressLine | None = None  #: the live line, under `apibank-bench run`
         self.line_started = False
@@ -124,7 +126,7 @@ def model_activity(client: Any) -> dict:
     return activity
 
 
-def terminal_stream(config: Any) -> Any:
+def terminal_stream(config: pytest.Config) -> Any:
     """A handle on the real standard output, which pytest's output capture (dup2 of fd 1 during each
     test) does not reach: the progress line is drawn from a background thread while tests wait."""
     try:

@@ -26,7 +26,7 @@ COUNTS_KEY, CLOSED_KEY = "apibank_endpoints", "apibank_closed"  #: a worker's `w
 class XdistParts:
     """Mixed into `BenchSession`: its hooks that only an xdist run calls, and the embedded model."""
 
-    config: Any
+    config: pytest.Config
     run: BenchmarkRun
     requested: bool
     local: Any
@@ -80,8 +80,9 @@ class XdistParts:
 
     def hand_back_counts(self) -> None:
         """A worker's requests and closed connections travel to the controller with the worker's end."""
-        self.config.workeroutput[COUNTS_KEY] = self.run.endpoint_counts()
-        self.config.workeroutput[CLOSED_KEY] = self.run.own_closed()
+        output = self.config.workeroutput  # type: ignore[attr-defined]  # xdist sets it on a worker
+        output[COUNTS_KEY] = self.run.endpoint_counts()
+        output[CLOSED_KEY] = self.run.own_closed()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -108,7 +109,7 @@ class XdistParts:
             node.workerinput[SHARE_KEY] = [index, count]  # a worker replacing a crashed one gets leftovers
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_make_scheduler(self, config: Any, log: Any) -> Any:
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         if self.requested and config.getoption("dist", "load") == "load":
             return ShareScheduling(config, log)
         return None

@@ -17,7 +17,6 @@ from typing import Any
 from pathlib import Path
 from urllib.parse import quote
 
-from apibank_bench.agents.topologies import is_team
 from apibank_bench.reports.compare import MDD_NOTE, Run, compare_runs, first_epoch, format_mdd, format_p, load_run
 from apibank_bench.reports.modes import mode_comparisons
 from apibank_bench.runs.epochs import correct_epochs
@@ -108,6 +107,8 @@ def _answered_by(run: Run) -> str:
     if "source" in config:
         return f"scored from {Path(str(config['source'])).name}"
     topology = setup.get("topology")
+    from apibank_bench.agents.topologies import is_team
+
     team = f"team of {setup['team_size']}" if is_team(topology) and setup.get("team_size") else None
     return " / ".join(str(part) for part in (topology, protocol_words(setup), model, team, setup.get("message_format"))
                       if part)

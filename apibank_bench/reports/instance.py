@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
+from apibank_bench.core.text import shortened
 from apibank_bench.runs.results import RESULTS, TRACES, read_rows, read_summary, read_trace, trace_name
 from apibank_bench.runs.row import ResultRow
 from apibank_bench.runs.team import protocol_words
@@ -89,11 +90,6 @@ def _shown(turn: dict) -> str:
     return str(messages[-1].get("content") or "") if messages else ""
 
 
-def _tail(text: str, chars: int) -> str:
-    text = text.strip()
-    return text if chars <= 0 or len(text) <= chars else "..." + text[-chars:]
-
-
 def _turn_head(number: int, turn: dict) -> str:
     facts = [f"round {turn.get('round', 0)}", f"{turn.get('prompt_tokens', 0)}+{turn.get('completion_tokens', 0)} "
              "tokens", f"{turn.get('latency_s') or 0:.2f} s"]
@@ -105,7 +101,7 @@ def _turn_head(number: int, turn: dict) -> str:
 
 
 def turn_lines(turn: dict, prompt_chars: int) -> list[str]:
-    lines = ["  shown (the end of it):", *("    " + line for line in _tail(_shown(turn), prompt_chars).splitlines())]
+    lines = ["  shown (the end of it):", *("    " + line for line in shortened(_shown(turn).strip(), prompt_chars, end=True).splitlines())]
     lines += ["  answer:", *("    " + line for line in (str(turn.get("answer") or "") or "(empty)").splitlines())]
     for call in turn.get("tool_calls") or ():
         lines.append(f"  tool call: {call.get('name')}({call.get('arguments')})")
