@@ -253,3 +253,16 @@ def test_the_docs_home_shows_how_to_install():
     home = (DOCS / "index.md").read_text(encoding="utf-8")
     lines = [line for block in re.findall(r"```bash\n(.*?)```", home, flags=re.S) for line in block.splitlines()]
     assert any(re.match(rf"pip install (\S+ )*\"?{re.escape(name)}\b", line) for line in lines), lines
+
+
+#: Words that date a figure ("the morning's code", "before these changes"): a page other than the
+#: measurement log says how things are now, and the log keeps what they were.
+DIARY = re.compile(r"\b(morning|an hour earlier|before these changes|the code before|earlier, load|"
+                   r"before: \+|now: wall)\b", re.I)
+
+
+def test_the_measurement_pages_say_how_things_are_and_the_log_keeps_the_history():
+    for page in ("model.md", "performance.md"):
+        dated = DIARY.findall((DOCS / page).read_text(encoding="utf-8"))
+        assert dated == [], f"docs/{page} dates its figures ({dated}): move the history to docs/log.md"
+    assert DIARY.search((DOCS / "log.md").read_text(encoding="utf-8"))  # the history is kept there
