@@ -31,7 +31,7 @@ def main(page: Path, work: Path) -> int:
     env.update({key: os.environ[key] for key in job.get("env", {}) if key in os.environ})  # the caller's win
     work.mkdir(parents=True, exist_ok=True)
     baseline = subprocess.run(["apibank-bench", "run", "--base-url", env["APIBANK_BASE_URL"], "--model",
-                               env["APIBANK_MODEL"], "--limit", "100", "--no-cache", "--out-dir", env["BASELINE"]],
+                               env["APIBANK_MODEL"], "--limit", env["APIBANK_LIMIT"], "--no-cache", "--out-dir", env["BASELINE"]],
                               cwd=work, env=env, capture_output=True, text=True)
     if baseline.returncode not in (0,):
         print(baseline.stdout[-3000:], baseline.stderr[-3000:], file=sys.stderr)

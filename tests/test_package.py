@@ -45,6 +45,9 @@ def test_pyargs_runs_the_benchmark_from_another_folder(tmp_path):
                      "-k", "level3", "--apibank-out-dir", str(tmp_path / "out"))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert cases(done) == [case for case in EVAL_IDS if case.startswith("level-3::")] and len(cases(done)) == 34
+    marked = pytest_in(tmp_path, "--pyargs", "apibank_bench.bench", "--collect-only", "-q", "--apibank-model", "gold",
+                       "-m", "level3", "-W", "error::pytest.PytestUnknownMarkWarning")  # the plugin declares the marks
+    assert cases(marked) == cases(done), marked.stdout[-2000:] + marked.stderr[-2000:]
 
     run = pytest_in(tmp_path, "--pyargs", "apibank_bench.bench", "-q", "--apibank-model", "gold", "--apibank-limit",
                     "3")

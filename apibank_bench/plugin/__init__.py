@@ -55,6 +55,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not benchmark_session(config):
         config.pluginmanager.register(NotTheBenchmark(), "apibank-session")
         return
+    for level in (1, 2, 3):  # `-m level3` selects a level (bench_session marks each case), in any project
+        config.addinivalue_line("markers", f"level{level}: an API-Bank Level-{level} instance")
     from apibank_bench.runs.setting_rules import hand_down
 
     hand_down()  # the plugin is a composition root: the settings it resolves get the layers' choices and rules
