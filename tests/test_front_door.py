@@ -184,3 +184,22 @@ def test_a_progress_line_left_running_is_stopped_before_the_interpreter_ends():
     ended = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert (ended.returncode, ended.stdout.strip()) == (0, "stopped"), ended.stderr
 
+
+def test_a_model_name_without_an_endpoint_is_refused_by_name_under_run_and_pytest(tmp_path):
+    # Else the embedded model answered and its answers were recorded under the name given.
+    from apibank_bench.core.exit_codes import ExitCode
+    from apibank_bench.llm.local_server import LOCAL_MODEL
+
+    env = {key: value for key, value in os.environ.items() if key not in {"OPENAI_BASE_URL", "APIBANK_BASE_URL"}}
+    run = subprocess.run([sys.executable, "-m", "apibank_bench", "run", "--model", "my-qwen-7b", "--limit", "1",
+                          "--out-dir", str(tmp_path / "run")], cwd=PROJECT_ROOT, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == ExitCode.USAGE, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "--model my-qwen-7b names no endpoint: give --base-url URL" in run.stderr
+    assert f"whose name is {LOCAL_MODEL}" in run.stderr and "starting the embedded" not in run.stdout
+    assert not (tmp_path / "run").exists()
+
+    under_pytest = bench(tmp_path / "pytest", "--apibank-model", "my-qwen-7b", "--apibank-limit", "1", env=env)
+    assert under_pytest.returncode == ExitCode.PYTEST_USAGE, under_pytest.stdout[-2000:] + under_pytest.stderr[-2000:]
+    assert "--apibank-model my-qwen-7b names no endpoint: give --apibank-base-url URL" in under_pytest.stderr
+    assert not (tmp_path / "pytest").exists()

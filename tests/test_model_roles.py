@@ -61,6 +61,12 @@ def test_centralized_team_asks_its_manager_on_b_and_its_workers_on_a(tmp_path):
                                        "validator_worker": "A"}
     assert model["role_models"]["final"]["model"] == "B" and model["role_models"]["final"]["server_kind"] == "vllm"
     assert model["server_kind"] == "openai"
+    # Who answered: the title and the summary name the final role's model, and say the team is mixed.
+    assert (model["final_role"], model["final_model"], model["mixed"]) == ("manager", "B", True)
+    assert "API-Bank: centralized / mixed, manager: B" in run.stdout
+    # The sampling facts are per role: B's requests carried vLLM's fields, the top level's (A's) did not.
+    assert model["role_models"]["final"]["request_fields"]["repetition_penalty"] == 1.05
+    assert "repetition_penalty" not in model["request_fields"]
     assert summary["config"]["run"]["model_role"] == ["final=B"]  # the endpoint is operational, as --base-url
     assert {name: part["turns"] for name, part in summary["tokens_by_model"].items()} == {"A": 9, "B": 3}
     assert summary["team"]["by_model"]["B"]["accuracy"] == 1.0 and summary["team"]["by_model"]["A"]["accuracy"] == 0
@@ -102,6 +108,25 @@ def test_one_debater_on_another_model_asks_it_there_every_round(tmp_path):
     assert {body["model"] for body in b.chat_requests} == {"B"}
     assert len(a.chat_requests) == 9 * len(IDS) and all(body["seed"] % 4 != 1 for body in a.chat_requests)
     assert summary_of(tmp_path / "run")["config"]["model"]["models_by_role"] == {"debater": "A", "debater#1": "B"}
+
+
+def test_a_mixed_teams_folder_and_facts_name_the_final_roles_model():
+    from apibank_bench.agents.models import describe_model
+    from apibank_bench.runs.naming import results_dir
+
+    def cfg(*roles: str, model: str = "A"):
+        return from_environment({}, topology="centralized", team_size=4, model=model, base_url=["http://127.0.0.1:9/v1"],
+                                model_role=list(roles))
+
+    assert results_dir(cfg()) == "results/apibank/A/centralized-n4"
+    assert results_dir(cfg("final=B@http://127.0.0.1:9/v1")) == "results/apibank/mixed-B/centralized-n4"
+    assert results_dir(cfg("caller_worker=B")) == "results/apibank/mixed-A/centralized-n4"  # the manager answers
+    every = [f"{role}=B" for role in ("manager", "inspector_worker", "caller_worker", "validator_worker")]
+    assert results_dir(cfg(*every)) == "results/apibank/B/centralized-n4"  # one model, and it is not --model's
+    described = describe_model(cfg("final=embedded"))
+    assert (described["final_model"], described["mixed"]) == (LOCAL_MODEL, True)
+    # The embedded role is sent the grammar, --model's remote endpoint is not: each role's own fact.
+    assert described["role_models"]["final"]["constrained"] is True and described["constrained"] is False
 
 
 def test_an_unknown_role_is_a_usage_error_naming_the_roles(tmp_path, capsys):

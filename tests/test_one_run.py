@@ -58,6 +58,7 @@ def test_a_fresh_run_never_replaces_another_runs_results(tmp_path):
 
 def test_default_results_folders_differ_per_model_and_team_settings():
     def folder(**values) -> str:
+        values = {"base_url": "http://h/v1", **values}  # a model's name comes with its endpoint
         return results_dir(settings.resolve(lambda s: values.get(s.name)))
 
     assert folder(model="A") != folder(model="B")

@@ -49,18 +49,20 @@ def test_lists_shards_and_gold():
 
 
 def test_openai_variables_and_secrets():
-    cfg = resolve(env={"OPENAI_BASE_URL": "http://o/v1", "OPENAI_API_KEY": "sk-secret"})
+    cfg = resolve(env={"OPENAI_BASE_URL": "http://o/v1", "OPENAI_API_KEY": "sk-secret", "APIBANK_MODEL": "m"})
     assert cfg.base_url == ["http://o/v1"] and cfg.api_key == "sk-secret"
     assert "api_key" not in cfg.to_dict() and "sk-secret" not in repr(cfg.to_dict())
-    recorded = resolve(options={"base_url": "http://user:hunter2@host:9/v1"}).to_dict()["base_url"]
+    recorded = resolve(options={"base_url": "http://user:hunter2@host:9/v1", "model": "m"}).to_dict()["base_url"]
     assert recorded == ["http://***@host:9/v1"]
     # APIBANK_BASE_URL comes before the OpenAI client's own variable.
-    assert resolve(env={"OPENAI_BASE_URL": "http://o/v1", "APIBANK_BASE_URL": "http://a/v1"}).base_url == ["http://a/v1"]
+    assert resolve(env={"OPENAI_BASE_URL": "http://o/v1", "APIBANK_BASE_URL": "http://a/v1", "APIBANK_MODEL": "m"}
+                   ).base_url == ["http://a/v1"]
 
 
 def test_deprecated_names_still_work_with_a_warning():
     with pytest.warns(DeprecationWarning, match="APIBANK_BASE_URLS is deprecated.*APIBANK_BASE_URL"):
-        assert resolve(env={"APIBANK_BASE_URLS": "http://a/v1,http://b/v1"}).base_url == ["http://a/v1", "http://b/v1"]
+        assert resolve(env={"APIBANK_BASE_URLS": "http://a/v1,http://b/v1", "APIBANK_MODEL": "m"}
+                       ).base_url == ["http://a/v1", "http://b/v1"]
     with pytest.warns(DeprecationWarning, match="APIBANK_NO_CACHE"):
         assert resolve(env={"APIBANK_NO_CACHE": "1"}).cache is False
     with warnings.catch_warnings():
@@ -103,8 +105,28 @@ def test_model_config_comes_from_the_run_settings(tmp_path):
     local = model_config(resolve(), local_url="http://127.0.0.1:9/v1")
     assert local.constrained is True and local.fold_system and local.model
     assert model_config(resolve(options={"base_url": "http://a/v1", "model": "m", "cache": "0"})).cache_dir is None
-    with pytest.raises(ValueError, match="--apibank-model"):
-        model_config(resolve(options={"base_url": "http://a/v1"}))
+    with pytest.raises(ValueError, match="no model name: pass --apibank-model"):
+        resolve(options={"base_url": "http://a/v1"})  # the settings refuse it: agents.models.check_model_and_endpoint
+
+
+@pytest.mark.parametrize("model", ["my-qwen-7b", "Qwen/Qwen3-8B"])
+def test_a_model_name_without_an_endpoint_is_refused_naming_the_flag_and_the_embedded_models_name(model):
+    from apibank_bench.llm.local_server import LOCAL_MODEL
+
+    with pytest.raises(ValueError) as refused:
+        resolve(options={"model": model})
+    message = str(refused.value)
+    assert f"--apibank-model {model} names no endpoint" in message and "--apibank-base-url URL" in message
+    assert f"the embedded model answers, whose name is {LOCAL_MODEL}" in message
+    assert resolve(options={"model": model, "base_url": "http://a/v1"}).model == model  # with its endpoint: fine
+
+
+@pytest.mark.parametrize("model", [None, "gold", "embedded", "embedded:gemma", "local:/models/mine.gguf"])
+def test_the_embedded_models_own_names_need_no_endpoint(model):
+    from apibank_bench.llm.local_server import LOCAL_MODEL
+
+    for name in (model, LOCAL_MODEL):
+        assert resolve(options={"model": name}).base_url == []
 
 
 @pytest.mark.parametrize("kind, grammar", [("vllm", True), ("vllm-structured", True), ("llama.cpp", True),

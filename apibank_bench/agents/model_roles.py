@@ -51,6 +51,28 @@ def topology_roles(cfg) -> tuple[list[str], str]:
     return roles(cfg), final_role(cfg)
 
 
+def models_by_role(cfg) -> dict[str, tuple[str, bool]]:
+    """Every role's model as given, and whether it is an embedded one (`ROLE#INDEX` too, when one agent has its
+    own): the role's own assignment, else `final`'s for the final role, else `--model` ("" and embedded: the
+    default embedded model)."""
+    given = assignments(cfg)
+    names, final = topology_roles(cfg)
+    default = (cfg.model or "", not cfg.base_url)
+    named = {a.role: (a.model, is_embedded_role(a)) for a in given}
+    by_role = {role: named.get(role) or (named.get(FINAL) if role == final else None) or default for role in names}
+    by_role.update({a.role: named[a.role] for a in given if a.index is not None})
+    return by_role
+
+
+def answering_model(cfg) -> tuple[str, tuple[str, bool], bool]:
+    """The final role, its model (`models_by_role`'s: the one whose answers are scored), and whether the team's
+    roles have more than one model."""
+    by_role = models_by_role(cfg)
+    final = topology_roles(cfg)[1]
+    same = {(model or EMBEDDED, embedded) for model, embedded in by_role.values()}
+    return final, by_role.get(final, (cfg.model or "", not cfg.base_url)), len(same) > 1
+
+
 def check_assignments(cfg) -> None:
     """ValueError (a usage error) for a role the topology does not have, or a model with no endpoint."""
     if not cfg.model_role:

@@ -7,15 +7,17 @@ import json
 import warnings
 from typing import TYPE_CHECKING, Any, Callable
 
-from apibank_bench.llm import ChatClient, ModelConfig
+from apibank_bench.llm import ChatClient, ModelConfig, is_embedded_model
 from apibank_bench.llm.config import server_kind_of
 from apibank_bench.llm.client import NO_KEY
-from apibank_bench.llm.embedded_models import EmbeddedChoice, check_local, choose
+from apibank_bench.llm.embedded_models import LOCAL_PREFIX, SHIPPED_PREFIX, EmbeddedChoice, check_local, choose
+from apibank_bench.llm.local_server import LOCAL_MODEL  # the default embedded model's name
 from apibank_bench.llm.probe import probe_models, probe_system
 from apibank_bench.core.redact import redact
 from apibank_bench.core.settings import RunConfig, flag
 
 if TYPE_CHECKING:
+    from apibank_bench.agents.model_roles import Assignment
     from apibank_bench.agents.team_models import TeamModels
 
 #: What of a `/models` entry identifies the model served (not `created`, which some servers set to
@@ -29,6 +31,23 @@ def needs_local_server(cfg: RunConfig) -> bool:
     from apibank_bench.agents.model_roles import assignments, is_embedded_role
 
     return not cfg.is_gold and (not cfg.base_url or any(is_embedded_role(a) for a in assignments(cfg)))
+
+
+def check_model_and_endpoint(cfg: RunConfig) -> None:
+    """The settings' one check that a run names the model that answers (a ValueError: a usage error naming the
+    flag to give). An endpoint needs a model name; a model name without an endpoint must designate an
+    embedded model (`llm.is_embedded_model`), else the embedded model's answers would be recorded under a
+    name the user meant for another model. Handed down to every resolved RunConfig (runs.setting_rules)."""
+    if cfg.is_gold:
+        return
+    if cfg.base_url and not cfg.model:
+        raise ValueError(f"no model name: pass {flag('model')} NAME (or set APIBANK_MODEL) for the endpoint at "
+                         f"{flag('base_url')}")
+    if not cfg.base_url and not is_embedded_model(cfg.model):
+        raise ValueError(f"{flag('model')} {cfg.model} names no endpoint: give {flag('base_url')} URL of the server "
+                         f"that serves {cfg.model}; without {flag('base_url')} the embedded model answers, whose "
+                         f"name is {LOCAL_MODEL} (give no {flag('model')}, or {flag('model')} {LOCAL_MODEL}; "
+                         f"{SHIPPED_PREFIX}KEY or {LOCAL_PREFIX}PATH.gguf for another embedded model)")
 
 
 _CHOICES: dict[tuple, EmbeddedChoice] = {}
@@ -107,9 +126,7 @@ def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = Non
     """
     local = local_url is not None
     choice = embedded_choice(cfg) if local else None
-    model = choice.name if choice else cfg.model
-    if not model:
-        raise ValueError(f"no model name: pass {flag('model')} NAME (or set APIBANK_MODEL) for a remote endpoint")
+    model = choice.name if choice else cfg.model or ""  # a remote endpoint has a name: check_model_and_endpoint
     return ModelConfig(
         base_urls=[local_url] if local_url is not None else list(cfg.base_url),
         model=model, api_key=cfg.api_key or "", temperature=cfg.temperature, top_p=cfg.top_p,
@@ -198,17 +215,25 @@ def model_client(cfg: RunConfig, local_url: Callable[..., str] | None, sharing: 
     by_role = {}
     for given in assignments(cfg):
         local = _embedded(local_url, given.model) if is_embedded_role(given) else None
-        if local:  # `embedded`, `embedded:KEY` or `local:PATH`, as `--model` without `--base-url`
-            role_cfg = dataclasses.replace(cfg, model=given.model, base_url=[], deployment=None)
-        else:  # a role's own endpoint is its own deployment: `--deployment` names `--base-url`'s
-            role_cfg = dataclasses.replace(cfg, model=given.model, base_url=[given.base_url] if given.base_url
-                                           else cfg.base_url, deployment=None if given.base_url else cfg.deployment)
+        role_cfg = role_settings(cfg, given)
         key = (embedded_choice(role_cfg).name if local else role_cfg.model or "",
                tuple([local] if local else role_cfg.base_url))
         if key not in clients:
             clients[key] = single_client(role_cfg, local, breaker=default.breaker, sharing=sharing)
         by_role[given.role] = clients[key]
     return TeamModels(default, by_role, topology_roles(cfg)[1] if by_role else None)
+
+
+def role_settings(cfg: RunConfig, given: "Assignment") -> RunConfig:
+    """The settings of the client one `--model-role` assignment gets: the run's, with the role's model and
+    endpoint (`embedded`, `embedded:KEY` or `local:PATH`: an embedded model's, as `--model` without `--base-url`)."""
+    from apibank_bench.agents.model_roles import is_embedded_role
+
+    if is_embedded_role(given):
+        return dataclasses.replace(cfg, model=given.model, base_url=[], deployment=None)
+    # a role's own endpoint is its own deployment: `--deployment` names `--base-url`'s
+    return dataclasses.replace(cfg, model=given.model, base_url=[given.base_url] if given.base_url else cfg.base_url,
+                               deployment=None if given.base_url else cfg.deployment)
 
 
 def _embedded(local_url: Callable[..., str] | None, model: str | None) -> str:
@@ -302,40 +327,44 @@ def describe_model(cfg: RunConfig, models: Any = None) -> dict:
         "extra_body": model.extra_body,
         "server_kind": kind, "server_kind_from": decided_by,
         "fold_system": fold, "fold_system_from": fold_from,  # system messages moved into the first user turn
-        "request_fields": {"temperature": model.temperature, "top_p": model.top_p, "max_tokens": model.max_tokens,
-                           "seed": "per agent (see Protocol)", **model.sampling(), **model.extra_body},
+        "request_fields": request_fields(model),
         **describe_roles(cfg),
     }
 
 
+def request_fields(model: ModelConfig) -> dict:
+    """The sampling fields every request of a client carries (summary.json's `request_fields`)."""
+    return {"temperature": model.temperature, "top_p": model.top_p, "max_tokens": model.max_tokens,
+            "seed": "per agent (see Protocol)", **model.sampling(), **model.extra_body}
+
+
 def describe_roles(cfg: RunConfig) -> dict:
-    """With `--model-role`: the model of every role (`models_by_role`) and, per assignment, its model, endpoint
-    and server kind (decided from that endpoint's own `/models`, as the run's client decided it)."""
-    from apibank_bench.agents.model_roles import assignments, is_embedded_role, topology_roles
+    """With `--model-role`: the model of every role (`models_by_role`), the final role's (`final_model`: the model
+    whose answers are scored), whether the team's roles have more than one model (`mixed`), and per assignment
+    its model, endpoint, server kind (decided from that endpoint's own `/models`, as the run's client decided
+    it) and the grammar and sampling fields its requests carried (`constrained`, `request_fields`)."""
+    from apibank_bench.agents.model_roles import answering_model, assignments, is_embedded_role, models_by_role
 
     given = assignments(cfg)
     if not given:
         return {}
-    names, final = topology_roles(cfg)
 
-    def embedded_name(model: str) -> str:
-        return embedded_choice(cfg, model).name
+    def name(model: str, embedded: bool) -> str:
+        return embedded_choice(cfg, model).name if embedded else model
 
-    default = embedded_name(cfg.model or "") if not cfg.base_url else cfg.model
-    by_role = {}
-    for role in names:
-        named = {a.role: a.model for a in given}
-        by_role[role] = named.get(role) or (named.get("final") if role == final else None) or default
-    by_role.update({a.role: a.model for a in given if a.index is not None})
+    by_role = {role: name(*model) for role, model in models_by_role(cfg).items()}
+    final, final_model, _ = answering_model(cfg)
     roles = {}
     for a in given:
-        url = a.base_url or (cfg.base_url[0] if cfg.base_url else None)
         local = is_embedded_role(a)
-        kind, decided_by = server_kind(cfg, None if local else endpoint_models(url), local)
-        roles[a.role] = {"model": embedded_name(a.model) if local else a.model,
-                         "base_url": "embedded llama.cpp server" if local else redact(url or ""),
-                         "server_kind": kind, "server_kind_from": decided_by,
+        role_cfg = role_settings(cfg, a)
+        url = None if local else (role_cfg.base_url[0] if role_cfg.base_url else None)
+        models = None if local else endpoint_models(url)
+        kind, decided_by = server_kind(role_cfg, models, local)
+        model = model_config(role_cfg, "embedded" if local else None, models)
+        roles[a.role] = {"model": model.model, "base_url": "embedded llama.cpp server" if local else redact(url or ""),
+                         "server_kind": kind, "server_kind_from": decided_by, "constrained": model.use_grammar,
+                         "request_fields": request_fields(model),
                          **({"model_file": embedded_choice(cfg, a.model).describe()} if local else {})}
-    embedded_roles = {a.model for a in given if is_embedded_role(a)}
-    by_role = {role: embedded_name(model) if model in embedded_roles else model for role, model in by_role.items()}
-    return {"models_by_role": by_role, "final_role": final, "role_models": roles}
+    return {"models_by_role": by_role, "final_role": final, "final_model": name(*final_model),
+            "mixed": len(set(by_role.values())) > 1, "role_models": roles}

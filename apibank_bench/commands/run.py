@@ -69,14 +69,12 @@ def pytest_args(args) -> list[str]:
 
 def check_before_start(cfg) -> None:
     """What `run` can refuse before pytest starts, in the words of `run`'s flags."""
-    from apibank_bench.agents.models import check_embedded, model_config
+    from apibank_bench.agents.models import check_embedded
     from apibank_bench.agents.model_roles import check_assignments
     from apibank_bench.runs.cost import price_table
     from apibank_bench.data.manifests import select
 
     select(cfg.level, None, cfg.offset, cfg.only or None)  # an unknown --only ID: where the valid ones are
-    if not cfg.is_gold and cfg.base_url:
-        model_config(cfg)  # an endpoint without a model name
     if not cfg.is_gold:
         check_assignments(cfg)  # a --model-role for a role the topology does not have
         check_embedded(cfg)  # a local:PATH that is missing, not a GGUF, without a chat template, too big

@@ -61,10 +61,8 @@ def _versions() -> dict:
 def run(args: argparse.Namespace, module: ModuleType, cell: grid.Cell) -> int:
     hyper = methods.hyperparameters(args, args.method, module)
     budget = args.budget if args.budget is not None else methods.default_budget(module)
-    cfg = run_config_of(args, model=cell.model)  # every run setting `optimize` takes; the cell's model name
-    if cell.model and not cfg.base_url:
-        raise JobError(f"--model {args.model} needs an endpoint: pass --base-url (or set OPENAI_BASE_URL)")
-    try:
+    try:  # a --model without --base-url (it must name the model that answers) is refused as settings resolve
+        cfg = run_config_of(args, model=cell.model)  # every run setting `optimize` takes; the cell's model name
         check_assignments(cfg)  # a --model-role for a role the topology does not have
     except ValueError as exc:
         raise JobError(str(exc)) from None

@@ -121,9 +121,10 @@ class BenchSession(XdistParts):
                      f"named by {flag('only')} (without {flag('limit')} every named instance runs)", yellow=True)
 
     def check_endpoint(self) -> None:
-        """A remote endpoint needs a model name (a usage error), and one that nobody answers stops the run
-        before it starts (exit 3), each with one line that says what to do."""
-        from apibank_bench.agents.models import EndpointUnreachable, check_embedded, endpoint_models, model_config
+        """A bad embedded model file is a usage error, and an endpoint that nobody answers stops the run before
+        it starts (exit 3), each with one line that says what to do (that an endpoint has a model name, and a
+        model name an endpoint, the settings checked: agents.models.check_model_and_endpoint)."""
+        from apibank_bench.agents.models import EndpointUnreachable, check_embedded, endpoint_models
 
         cfg = self.run.cfg
         try:
@@ -132,10 +133,6 @@ class BenchSession(XdistParts):
             raise pytest.UsageError(f"apibank: {exc}") from None
         if cfg.is_gold or not cfg.base_url:
             return
-        try:
-            model_config(cfg)
-        except ValueError as exc:
-            raise pytest.UsageError(f"apibank: {exc}") from None
         dead = []
         for url in cfg.base_url:  # the run's one probe of each endpoint; one of several replicas may be down
             try:

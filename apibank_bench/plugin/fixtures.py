@@ -65,7 +65,7 @@ def apibank_model(apibank_run, pytestconfig):
         client = model_client(apibank_run.cfg, apibank_run.endpoint_url, sharing)
     except EndpointUnreachable as exc:
         pytest.exit(f"apibank: {exc}", returncode=ExitCode.UNREACHABLE)
-    except ValueError as exc:  # e.g. an endpoint without a model name: a usage error
+    except ValueError as exc:  # e.g. a --model-role for a role the topology does not have: a usage error
         pytest.exit(f"apibank: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     apibank_run.model = client
     yield client

@@ -35,7 +35,11 @@ def answered_by_lines(paths: dict | None) -> list[str]:
 
 def closing_lines(cfg, summary: dict, error_reasons: dict[str, str] | None = None, width: int = 80) -> list[str]:
     """The closing table: a rule with the run's name, the table, what is incomplete, and where the results are."""
-    model = summary["config"].get("model", {}).get("model", "?")
+    described = summary["config"].get("model", {})
+    model = described.get("model", "?")
+    if described.get("final_model"):  # `--model-role`: the model whose answers are scored
+        model = (f"mixed, {described['final_role']}: {described['final_model']}" if described.get("mixed")
+                 else described["final_model"])
     label = "gold calls (harness self-check, no model)" if cfg.is_gold else f"{cfg.topology} / {model}"
     protocol = protocol_words(cfg.to_dict())
     if protocol:

@@ -14,7 +14,7 @@ def results_dir(cfg: RunConfig) -> str:
     """`out_dir`, else
     `results/apibank/<model>/<topology>[_<kind>][_<protocol>][_parse-<tool parse>][_history-<history>][-n<team size>]...`
     (`...`: `[-r<rounds>][-<format>][-seed<seed>]`; the tool parse and history of sdk agents, when not the default)
-    (`results/apibank/gold` for the self-check)."""
+    (`results/apibank/gold` for the self-check; a mixed team's <model> is `mixed-<the final role's model>`)."""
     if cfg.out_dir:
         return cfg.out_dir
     if cfg.is_gold:
@@ -33,5 +33,16 @@ def results_dir(cfg: RunConfig) -> str:
         name += f"-n{cfg.team_size}" + (f"-r{cfg.rounds}" if "rounds" in spec.reads else "")
         name += "" if cfg.message_format == "freeform" else f"-{cfg.message_format}"
     name += f"-seed{cfg.seed}" if cfg.seed else ""
-    model = re.sub(r"[^A-Za-z0-9._-]+", "_", cfg.model or "embedded").strip("._") or "model"
+    model = re.sub(r"[^A-Za-z0-9._-]+", "_", answering(cfg)).strip("._") or "model"
     return os.path.join("results", "apibank", model, name)
+
+
+def answering(cfg: RunConfig) -> str:
+    """Who answers, in a folder's name: `--model` (`embedded` for the default embedded model); with `--model-role`,
+    the final role's model, `mixed-` before it when the team's roles have more than one model."""
+    if not cfg.model_role:
+        return cfg.model or "embedded"
+    from apibank_bench.agents.model_roles import answering_model
+
+    _, (model, _), mixed = answering_model(cfg)
+    return f"mixed-{model or 'embedded'}" if mixed else model or "embedded"

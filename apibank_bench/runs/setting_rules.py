@@ -1,7 +1,8 @@
 """What core's settings table leaves to the layers that own the names: the choices of `--topology`,
 `--agent-kind` and `--toolsearcher-scorer` (read from their registries when first needed, so a new
-topology module is all it takes to add a choice), the topologies' team-size rule and the agent kinds'
-`--history` rule.
+topology module is all it takes to add a choice), the topologies' team-size rule, the agent kinds'
+`--history` rule, and the rule that a run names the model that answers
+(`agents.models.check_model_and_endpoint`).
 
 Each composition root calls `hand_down()` once, explicitly (the CLI's `main`, the plugin's configure, a
 sweep cell's job, the test suite's conftest, a script), so every run's settings are resolved with them;
@@ -52,13 +53,21 @@ def _history(cfg: RunConfig) -> None:
     check_history(cfg)
 
 
+def _model_and_endpoint(cfg: RunConfig) -> None:
+    if cfg.model or cfg.base_url:  # the embedded default needs no check (and no import of the model layer)
+        from apibank_bench.agents.models import check_model_and_endpoint
+
+        check_model_and_endpoint(cfg)
+
+
 def hand_down() -> None:
-    """Give core's settings these choices and the team-size rule (again: no change)."""
+    """Give core's settings these choices and rules (again: no change)."""
     hand_down_choices("topology", _topologies)
     hand_down_choices("agent_kind", _agent_kinds)
     hand_down_choices("toolsearcher_scorer", _toolsearcher_scorers)
     hand_down_rule(_team_size)
     hand_down_rule(_history)
+    hand_down_rule(_model_and_endpoint)
 
 
 def main(argv: list[str]) -> None:

@@ -58,12 +58,19 @@ def cell_summary(path: Path) -> dict | None:
         return None
 
 
-def plan(cell: Cell) -> None:
+#: The base URL a cell's settings are checked with when an endpoint command gives each cell its own (known
+#: only where the cell runs): the check that a model name has an endpoint then holds (the URL is operational).
+OWN_ENDPOINT = "http://the-cells-own-endpoint.invalid/v1"
+
+
+def plan(cell: Cell, own_endpoint: bool = False) -> None:
     """Resolve the cell's settings, once (a bad value is a SweepError), and decide from its folder:
-    run, resume or skip."""
+    run, resume or skip. `own_endpoint`: an endpoint command gives the cell its endpoint when it runs."""
     if cell.cfg is None:
         try:
             values = effective(cell.given)
+            if own_endpoint and not values.get("base_url"):
+                values["base_url"] = [OWN_ENDPOINT]
             cell.cfg = settings.resolve(lambda s: values.get(s.name))
             if not cell.cfg.is_gold:
                 from apibank_bench.agents.model_roles import check_assignments
@@ -151,7 +158,7 @@ class CellJob:
 
         hand_down()  # on a Slurm node this is the process's composition root (no CLI loaded it)
         cell = Cell({}, dict(self.given), Path(self.path), cfg=self.cfg)
-        plan(cell)  # again, now: an earlier job of this cell may have left results to resume
+        plan(cell, bool(self.endpoint_command))  # again, now: an earlier job may have left results to resume
         if cell.skip:
             return ExitCode.OK
         if not self.endpoint_command:

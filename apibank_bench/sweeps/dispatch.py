@@ -22,11 +22,11 @@ from apibank_bench.sweeps.progress import SweepProgress
 POLL_S = 10.0  #: seconds between looks at queued and running jobs while a sweep waits
 
 
-def prepare(given: Mapping[str, Any], out: Path) -> tuple[dict[str, list[str]], list[Cell]]:
+def prepare(given: Mapping[str, Any], out: Path, sweep: Any = None) -> tuple[dict[str, list[str]], list[Cell]]:
     """The grid, every cell's settings checked and planned (run, resume or skip)."""
     axes, cells = expand(given, out)
     for cell in cells:
-        plan(cell)
+        plan(cell, own_endpoint=bool(getattr(sweep, "endpoint_command", None)))
     for root in {cell.cfg.root for cell in cells}:
         require_root(root)  # a missing data root fails here, not once per cell
     return axes, cells
@@ -164,7 +164,7 @@ def run_sweep(given: Mapping[str, Any], out: Path, workers: str | None = None, s
     until no job holds any; (axes, cells, interrupted). What it says goes to `stream` (standard
     output), with a progress line redrawn in place if `live` (default: whether it is a terminal)."""
     sweep = sweep if sweep is not None else settings.resolve_sweep()
-    axes, cells = prepare(given, out)
+    axes, cells = prepare(given, out, sweep)
     ledger = Ledger(out)
     view = SweepProgress(cells, stream, live)
     for warning in repeat_warnings(given, axes, cells):
@@ -195,7 +195,7 @@ def run_sweep(given: Mapping[str, Any], out: Path, workers: str | None = None, s
 def sweep_status(given: Mapping[str, Any], out: Path, sweep: Any = None) -> tuple[dict[str, list[str]], list[Cell]]:
     """The grid with each cell's results and the job (if any) that still holds it; submits nothing."""
     sweep = sweep if sweep is not None else settings.resolve_sweep()
-    axes, cells = prepare(given, out)
+    axes, cells = prepare(given, out, sweep)
     held = held_jobs(Ledger(out).read(), sweep, out)
     for cell in cells:
         cell.job = held.get(cell.path.name)
