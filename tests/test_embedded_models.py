@@ -252,3 +252,14 @@ def test_a_shipped_model_not_installed_names_its_install_line(monkeypatch):
         em.check_installed(em.choose("embedded:smollm2"))
     with pytest.raises(FileNotFoundError, match="--no-deps"):
         em.shipped_file(em.SHIPPED["smollm2"], Path("."))
+
+
+def test_a_roles_bad_file_is_refused_in_the_words_of_its_flag(tmp_path):
+    from apibank_bench.agents.models import check_embedded
+    from apibank_bench.core import settings
+
+    cfg = settings.from_environment(model_role=[f"final=local:{tmp_path / 'none.gguf'}"], cache_dir=str(tmp_path))
+    with pytest.raises(ValueError, match=r"-model-role final=local:.*none\.gguf: no such file$"):
+        check_embedded(cfg)
+    with pytest.raises(ValueError, match="no such embedded model"):
+        check_embedded(settings.from_environment(model="embedded:nope"))

@@ -84,7 +84,11 @@ def check_embedded(cfg: RunConfig) -> None:
         check_installed(embedded_choice(cfg))
     for given in assignments(cfg):
         if is_embedded_role(given):
-            check_installed(embedded_choice(cfg, given.model))
+            try:
+                check_installed(embedded_choice(cfg, given.model))
+            except ValueError as exc:  # said in the words of the flag that named it
+                said = str(exc).removeprefix(f"--model {given.model}: ")
+                raise ValueError(f"{flag('model_role')} {given.role}={given.model}: {said}") from None
 
 
 def embedded_servers(cfg: RunConfig, task_ids: Callable[[], list[str]] = list,
