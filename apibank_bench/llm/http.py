@@ -13,7 +13,8 @@ under one GIL, so their CPU is the run's wall time: against a local server one r
 0.55 ms of CPU here, against 1.1 ms through httpx2 (the SDK's HTTP client) and 5.7 ms through
 the SDK, and importing httpx2's transport (h2's tables among it) cost 0.2 s of every run's
 start. A connection per request costs a TCP (or TLS) handshake, small beside a completion's
-seconds.
+seconds. `benchmarks/bench_llm_pieces.py` weighs this module against httpx and httpx2 (figures in
+docs/architecture.md, "Hand-built parts, weighed").
 
 Errors are this module's own, named after the SDK's classes so that an error row reads
 as the SDK's would: `APIConnectionError` (no connection; `ConnectionClosed`: a reset, an answer cut off),
