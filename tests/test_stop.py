@@ -116,16 +116,22 @@ def _run(out_dir: Path, stub: OpenAIStub, *args: str) -> subprocess.Popen:
                             start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
-@pytest.mark.parametrize("how, workers", [("ctrl-c", 0), ("sigterm", 0), ("ctrl-c", 2), ("sigterm", 2)])
+@pytest.mark.parametrize("how, workers", [("ctrl-c", 0), ("sigterm", 0), ("ctrl-c", 2), ("sigterm", 2),
+                                         ("ctrl-c twice", 0), ("ctrl-c twice", 2)])
 def test_a_signal_ends_the_run_at_once_and_resume_finishes_it(tmp_path, how, workers):
+    """Ctrl-C, Ctrl-C twice 0.3 s apart (the second while the run winds down), or SIGTERM: exit 130 with the rows
+    that finished, summary.json and the closing table, and `--resume` finishes the run."""
     slow = LIMIT - FAST
     with OpenAIStub(default=_fast_for(IDS[:FAST], IDS)) as stub:
         run = _run(tmp_path, stub, *(["--workers", str(workers)] if workers else []))
         try:
             _until(lambda: len(read_jsonl(tmp_path / "results.jsonl")) == FAST and stub.active == slow,
                    "rows of the fast answers with the slow ones in flight", run)
-            if how == "ctrl-c":
+            if how.startswith("ctrl-c"):
                 os.killpg(run.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group
+                if how == "ctrl-c twice":
+                    time.sleep(0.3)
+                    os.killpg(run.pid, signal.SIGINT)
             else:
                 run.send_signal(signal.SIGTERM)  # `kill PID`: the main process alone
             out, _ = run.communicate(timeout=300)
@@ -141,6 +147,7 @@ def test_a_signal_ends_the_run_at_once_and_resume_finishes_it(tmp_path, how, wor
         summary = json.loads((tmp_path / "summary.json").read_text())
         assert (summary["selected"], summary["not_run"], summary["errors"]) == (LIMIT, slow, 0)
         assert "API-Bank:" in out and f"{slow} did not run" in out  # the closing table
+        assert "Warning" not in out and "Traceback" not in out, out[-3000:]
 
         stub.default = Reply()
         asked = len(stub.chat_requests)
@@ -150,6 +157,32 @@ def test_a_signal_ends_the_run_at_once_and_resume_finishes_it(tmp_path, how, wor
         assert len(stub.chat_requests) - asked == slow  # only the abandoned instances are asked again
     rows = read_jsonl(tmp_path / "results.jsonl")
     assert sorted(row["id"] for row in rows) == sorted(IDS) and not any(row["stage"] == "error" for row in rows)
+
+
+def test_a_second_ctrl_c_under_pytest_xdist_still_ends_with_the_table_and_the_summary(tmp_path):
+    """`pytest -n 2`, Ctrl-C twice 0.3 s apart: the second, while the run winds down, was an uncaught
+    KeyboardInterrupt in pytest's own reporting (the process killed by SIGINT, or no table, no summary.json)."""
+    from test_bench_suite import bench
+
+    with OpenAIStub(default=Reply(text="[GetToday()]", delay=0.5)) as stub:
+        run = bench(tmp_path, "--apibank-model", "stub", "--apibank-base-url", stub.url, "--apibank-limit", "40",
+                    "--apibank-no-cache", "-n", "2", wait=False)
+        try:
+            _until(lambda: len(read_jsonl(tmp_path / "results.jsonl")) >= 4, "four rows", run)
+            os.killpg(run.pid, signal.SIGINT)
+            time.sleep(0.3)
+            os.killpg(run.pid, signal.SIGINT)
+            out, _ = run.communicate(timeout=120)
+        finally:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+                run.wait()
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    rows = read_jsonl(tmp_path / "results.jsonl")
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert (summary["selected"], summary["attempts"], summary["not_run"]) == (40, len(rows), 40 - len(rows))
+    assert "API-Bank: single / stub" in out and f"{40 - len(rows)} did not run" in out, out[-3000:]
+    assert "Warning" not in out and "Traceback" not in out, out[-3000:]
 
 
 def test_an_interrupt_while_a_row_is_written_acts_once_it_is_written():
