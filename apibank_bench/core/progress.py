@@ -10,6 +10,7 @@ CI) a line is printed at most every `every_s` seconds.
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import sys
 import threading
@@ -24,6 +25,17 @@ def is_terminal(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+def terminal_width(stream: TextIO, fallback: int = 80) -> int:
+    """The width of the terminal `stream` writes to, asked of the stream itself, each time (a window may be
+    resized). Under pytest fd 1 is captured, so asking it (as `shutil.get_terminal_size` does) gives the
+    fallback, and a line of that width wraps on a narrower terminal, where it can no longer be redrawn in place."""
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        columns = 0
+    return columns or shutil.get_terminal_size((fallback, 20)).columns
 
 
 def duration(seconds: float) -> str:
@@ -69,9 +81,8 @@ class ProgressLine:
                 return
             self._last = now
             text = self.render()
-            if self.live:
-                width = shutil.get_terminal_size((100, 20)).columns - 1
-                self.stream.write(ERASE + text[:max(width, 20)])
+            if self.live:  # one column short of the width: a line that fills it wraps on some terminals
+                self.stream.write(ERASE + text[:max(terminal_width(self.stream) - 1, 20)])
                 self._shown = True
             else:
                 self.stream.write(text + "\n")
