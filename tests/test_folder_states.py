@@ -128,11 +128,13 @@ class FolderMachine(RuleBasedStateMachine):
     def has_results(self) -> bool:
         return bool(written_rows(self.out)) or (self.out / "summary.json").is_file()
 
-    def ran(self, to_run: list, cases: list, deselected: set = frozenset()) -> None:
-        """The model after a session that ran `to_run` of the selection `cases` (pytest deselected `deselected`)."""
+    def ran(self, to_run: list, cases: list, deselected: set = frozenset(), resumed: bool = False) -> None:
+        """The model after a session that ran `to_run` of the selection `cases` (pytest deselected `deselected`).
+        A session that writes no row leaves the summary as it was, but for a `--resume` with nothing left to
+        run: it summarizes the folder's rows for its selection."""
         for key in to_run:
             self.rows[key] = self.expected(key)
-        if to_run:  # a session that writes no row leaves the summary as it was
+        if to_run or (resumed and self.has_results()):
             self.last = (cases, set(deselected))
             self.summary_fresh = True
 
@@ -180,7 +182,7 @@ class FolderMachine(RuleBasedStateMachine):
         cases = selected(selection, self.epochs)
         finished = {key for key, what in self.rows.items() if what != "error"}
         if self.session(cases, "--resume", *selection_flags(selection)) is not None:
-            self.ran([key for key in cases if key not in finished], cases)
+            self.ran([key for key in cases if key not in finished], cases, resumed=True)
 
     @precondition(lambda self: self.has_results())
     @rule(selection=selections)
@@ -247,7 +249,7 @@ class FolderMachine(RuleBasedStateMachine):
         done = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
         if len(to_run) < after:  # it finished before the kill
             assert done.returncode in (0, 1), done.stdout[-3000:]
-            self.ran(to_run, cases)
+            self.ran(to_run, cases, resumed=True)
             return
         assert done.returncode == 9, done.stdout[-3000:]
         now = {(row["id"], row.get("epoch", 0)): kind(row) for row in written_rows(self.out)}
@@ -313,8 +315,8 @@ class FolderMachine(RuleBasedStateMachine):
         assert summary["correct"] == sum(kind(row) == "correct" for row in rows)
         assert summary["errors"] == sum(kind(row) == "error" for row in rows)
         assert summary["unreadable_lines"] == self.unreadable
-        answered = [key for key in cases if key not in deselected or key in self.rows]
-        assert summary["complete"] == all(self.rows.get(key) in ("correct", "wrong") for key in answered)
+        # complete: a finished row for every case of the selection, deselected by pytest (`-k`) or not
+        assert summary["complete"] == all(self.rows.get(key) in ("correct", "wrong") for key in cases)
 
     def summary(self) -> dict | None:
         path = self.out / "summary.json"

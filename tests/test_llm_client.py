@@ -261,6 +261,18 @@ def test_retries_wait_with_backoff_and_honour_retry_after_up_to_the_cap(stub):
     assert waits[1:] == [7.0, 10.0]  # Retry-After when longer than the backoff, never above the cap
 
 
+def test_429s_are_rate_limits_with_the_time_waited_not_errors(stub):
+    waits: list[float] = []
+    stub.push(error(503), error(429, {"Retry-After": "7"}), error(429, {"Retry-After": "3"}), correct())
+    config = ModelConfig(base_urls=[stub.url], model="stub-model", max_retries=5)
+    client = ChatClient(config, retry_base_delay=0.5, retry_max_delay=10.0, sleep=waits.append)
+    assert client.complete(MESSAGES).error is None
+    report = client.endpoint_report()[stub.url]
+    # the 503 is an error; the two 429s are rate limits, with the waits after them (7 s, then max(backoff, 3 s))
+    assert (report["requests"], report["errors"], report["rate_limited"]) == (4, 1, 2)
+    assert report["rate_limit_wait_s"] == round(waits[1] + waits[2], 3) and waits[1] == 7.0
+
+
 def test_retry_after_as_an_http_date_is_honoured(stub):
     waits: list[float] = []
     stub.push(error(503, {"Retry-After": "Wed, 21 Oct 2099 07:28:00 GMT"}), correct())

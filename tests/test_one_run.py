@@ -96,22 +96,25 @@ def test_lf_reruns_the_failed_instances_and_keeps_the_passing_rows(tmp_path):
     assert summary["selection"]["pytest"] == {"--lf": True} and summary["selection"]["deselected"] == 3
 
 
-def test_a_deselected_instance_is_not_an_unfinished_one(tmp_path):
+def test_a_deselected_instance_is_not_an_unfinished_one_but_the_folder_lacks_it(tmp_path):
+    """A deselected case is not "not run" (no INCOMPLETE, exit 0), but a folder without its row does not hold
+    the selection: `complete` is false, and the closing table says so."""
     run = bench(tmp_path, "--apibank-model", "gold", "-k", "level3")
     assert run.returncode == 0, run.stdout[-2000:]
     assert "34 passed, 66 deselected" in run.stdout and "INCOMPLETE" not in run.stdout
-    assert "66 of the 100 selected instances deselected by pytest (-k level3)" in run.stdout
+    assert ("66 of the 100 selected instances deselected by pytest (-k level3); they are not counted as not run, "
+            "but 66 of them have no row: the folder does not hold the whole selection") in run.stdout
     summary = summary_of(tmp_path)
-    assert (summary["total"], summary["not_run"], summary["complete"]) == (34, 0, True)
-    assert summary["selection"] == {"instances": 100, "finished_before": 0, "deselected": 66,
-                                    "pytest": {"-k": "level3"}}
+    assert (summary["total"], summary["not_run"], summary["complete"]) == (34, 0, False)
+    assert summary["selection"] == {"cases": 100, "instances": 100, "epochs": 1, "finished_before": 0,
+                                    "deselected": 66, "pytest": {"-k": "level3"}, "deselected_without_row": 66}
 
     other = tmp_path / "deselect"
     victim = f"bench_tests/test_apibank.py::test_apibank[{EVAL_IDS[1]}]"
     run = bench(other, "--apibank-model", "gold", "--apibank-limit", "4", "--deselect", victim)
     assert run.returncode == 0 and "3 passed, 1 deselected" in run.stdout, run.stdout[-2000:]
     summary = summary_of(other)
-    assert (summary["total"], summary["not_run"], summary["complete"]) == (3, 0, True)
+    assert (summary["total"], summary["not_run"], summary["complete"]) == (3, 0, False)
     assert summary["selection"]["pytest"] == {"--deselect": [victim]}
 
     workers = tmp_path / "xdist"  # the controller learns what the workers collected from xdist
@@ -119,6 +122,38 @@ def test_a_deselected_instance_is_not_an_unfinished_one(tmp_path):
     assert run.returncode == 0 and "2 passed" in run.stdout, run.stdout[-2000:]
     summary = summary_of(workers)
     assert (summary["total"], summary["not_run"], summary["selection"]["deselected"]) == (2, 0, 4)
+
+
+def test_k_into_the_folder_of_another_selection_says_so_and_is_not_complete(tmp_path):
+    """`-k level3` into a 2-instance smoke run's folder: its 34 rows join the 2, said so, and the folder (36 rows
+    of the 100 selected) is not complete."""
+    assert run_command(tmp_path, "--model", "gold", "--limit", "2").returncode == 0
+    run = bench(tmp_path, "--apibank-model", "gold", "-k", "level3")
+    assert run.returncode == 0, run.stdout[-2000:]
+    said = f"apibank: {tmp_path} holds the rows of a run with another selection (limit 2 (this run: None))"
+    assert said in run.stdout, run.stdout[-3000:]
+    assert "OTHER SELECTION" in run.stdout
+    summary = summary_of(tmp_path)
+    assert (summary["total"], summary["selected"], summary["complete"]) == (36, 100, False)
+    assert summary["selection"]["other_selection"] == ["limit 2 (this run: None)"]
+    assert summary["selection"]["deselected_without_row"] == 64
+
+
+def test_resume_of_a_finished_folder_has_nothing_left_to_run_and_shows_its_table(tmp_path):
+    assert run_command(tmp_path, "--model", "gold", "--limit", "3").returncode == 0
+    first = summary_of(tmp_path)
+    again = run_command(tmp_path, "--model", "gold", "--limit", "3", "--resume")
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert "holds a finished row for every case of this selection: nothing left to run" in again.stdout
+    assert "API-Bank: gold calls" in again.stdout and "NOTSET" not in again.stdout and "not run" not in again.stdout
+    assert "overall        3    3      0    100.0%" in again.stdout  # the folder's own table
+    summary = summary_of(tmp_path)
+    assert (summary["total"], summary["correct"], summary["complete"]) == (3, 3, True)
+    assert summary["wall_time_s"] >= first["wall_time_s"]
+    under_pytest = bench(tmp_path, "--apibank-model", "gold", "--apibank-limit", "3", "--apibank-resume")
+    assert under_pytest.returncode == 0, under_pytest.stdout[-2000:]
+    assert "nothing left to run" in under_pytest.stdout and "NOTSET" not in under_pytest.stdout
+    assert "API-Bank: gold calls" in under_pytest.stdout
 
 
 def _client(stub: OpenAIStub, cache: Path, **values):

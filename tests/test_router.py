@@ -108,12 +108,14 @@ def test_when_every_endpoint_is_out_the_one_due_back_first_is_used():
 def test_snapshots_of_several_processes_add_up():
     limit = {"initial": 4, "min": 2, "max": 5, "final": 3, "changes": [[0.0, 4], [1.0, 2]]}
     one = {"http://a": {"requests": 2, "errors": 1, "mean_latency_s": 1.0, "ewma_latency_s": 1.0, "ejections": 0,
-                        "in_flight_limit": [limit]}}
+                        "rate_limited": 3, "rate_limit_wait_s": 1.5, "in_flight_limit": [limit]}}
     two = {"http://a": {"requests": 6, "errors": 0, "mean_latency_s": 3.0, "ewma_latency_s": 2.0, "ejections": 1},
            "http://b": {"requests": 0, "errors": 0, "mean_latency_s": None, "ewma_latency_s": None, "ejections": 0}}
     merged = merge_snapshots([one, two, one])
     assert merged["http://a"] == {"requests": 10, "errors": 2, "mean_latency_s": 2.2, "ewma_latency_s": 1.3333,
-                                  "ejections": 1, "in_flight_limit": [limit, limit]}  # one limit record a process
+                                  "ejections": 1, "rate_limited": 6, "rate_limit_wait_s": 3.0,
+                                  "in_flight_limit": [limit, limit]}  # one limit record a process
+    # (a snapshot written before rate limits were counted, `two`, adds none)
     assert merged["http://b"]["requests"] == 0
     json.dumps(merged)
 

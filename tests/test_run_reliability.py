@@ -12,7 +12,7 @@ from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.core.paths import PROJECT_ROOT
 from apibank_bench.runs.results import read_jsonl
 
-from openai_stub import OpenAIStub, Reply, oversized, surrogate
+from openai_stub import OpenAIStub, Reply, error, oversized, surrogate
 from helpers import bench, comparable, EVAL_IDS, mixed, run_command, task_of
 
 def test_concurrent_sequential_and_xdist_runs_give_identical_results(tmp_path):
@@ -200,3 +200,18 @@ def test_a_resumed_runs_wall_time_covers_both_parts(tmp_path):
         assert run_command(tmp_path, "--model", "stub", "--base-url", alive.url, "--limit", "3", "--resume",
                            "--no-cache").returncode == 0
     assert json.loads((tmp_path / "summary.json").read_text())["wall_time_s"] > first
+
+
+def test_429s_are_counted_as_rate_limits_with_the_time_waited_not_as_errors(tmp_path):
+    throttled = [error(429, {"Retry-After": "1"})] * 3
+    with OpenAIStub(*throttled, default=mixed) as stub:
+        run = run_command(tmp_path, "--model", "stub", "--base-url", stub.url, "--limit", "2", "--no-cache",
+                          "--concurrency", "1", "--max-retries", "5")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    [endpoint] = summary["endpoints"].values()
+    assert (endpoint["errors"], endpoint["rate_limited"], summary["errors"]) == (0, 3, 0)
+    assert endpoint["rate_limit_wait_s"] >= 3.0  # each wait honoured the server's Retry-After of 1 s
+    [line] = [line for line in run.stdout.splitlines() if line.startswith("rate limits:")]
+    assert line.startswith("rate limits: 3 requests were answered HTTP 429") and \
+        f"{endpoint['rate_limit_wait_s']:.1f} s spent waiting" in line

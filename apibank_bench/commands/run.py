@@ -125,6 +125,7 @@ def run_merge(args) -> int:
     """Exit 0: the merged folder is the whole run; 1: a shard is missing (its cases are `not_run`); 2: refused."""
     import sys
 
+    from apibank_bench.runs.closing import cases_words
     from apibank_bench.runs.merge import MergeRefused, merge
 
     try:
@@ -132,10 +133,21 @@ def run_merge(args) -> int:
     except MergeRefused as exc:
         print(f"apibank-bench merge: refused: {exc}", file=sys.stderr)
         return ExitCode.USAGE
-    print(f"merged {len(args.dirs)} folders into {args.out}: {summary['total']} of the run's {summary['selected']} "
-          f"cases, accuracy {summary['accuracy']:.1%}")
+    print(merged_line(len(args.dirs), args.out, summary))
     if not summary["complete"]:
-        print(f"INCOMPLETE: {summary['errors']} errored and {summary['not_run']} not in any of the folders "
+        words = cases_words(summary)
+        print(f"INCOMPLETE: {summary['errors']} {words[1]} errored and {summary['not_run']} not in any of the folders "
               f"(a shard missing?); {settings.flag('resume')} --out-dir {args.out} finishes the run")
         return ExitCode.INCOMPLETE
     return ExitCode.OK
+
+
+def merged_line(folders: int, out, summary: dict) -> str:
+    """`merged 2 folders into OUT: 20 of the run's 20 selected cases (...) have a row, accuracy 55.0% over
+    the 20 attempts` (with one epoch: instances)."""
+    from apibank_bench.runs.closing import epochs_of, selected_text
+
+    rows = summary.get("attempts", summary["total"])
+    over = f"the {rows} attempts" if epochs_of(summary) > 1 else f"the {rows} instances"
+    return (f"merged {folders} folders into {out}: {rows} of the run's {selected_text(summary)} have a row, "
+            f"accuracy {summary['accuracy']:.1%} over {over}")

@@ -179,6 +179,7 @@ class ChatClient:
         self.waiting = 0  #: requests waiting to retry now (the progress line shows them)
         self.abandoned: str | None = None  #: why every request was abandoned (`abandon`), once they were
         self._waiting_lock = threading.Lock()
+        self._throttled = threading.local()  #: `.url`: the endpoint whose 429 this thread's next wait honours
         self._in_flight: dict[str, Future[Completion]] = {}  # cache key -> the request being made for it
         self._in_flight_lock = threading.Lock()
         self.stats = UsageStats()
@@ -220,7 +221,10 @@ class ChatClient:
             raise Stopped(f"not asked: another request of this instance failed ({instance.cause})", "instance")
 
     def _wait(self, seconds: float) -> None:
-        """The wait before a retry; it ends early, raising Stopped, when the run or the instance stops."""
+        """The wait before a retry; it ends early, raising Stopped, when the run or the instance stops. After a
+        429 the router counts the time waited against that endpoint (summary.json's `rate_limit_wait_s`)."""
+        throttled, self._throttled.url = getattr(self._throttled, "url", None), None
+        began = time.monotonic()
         with self._waiting_lock:
             self.waiting += 1
         try:
@@ -236,6 +240,8 @@ class ChatClient:
         finally:
             with self._waiting_lock:
                 self.waiting -= 1
+            if throttled:
+                self.router.waited(throttled, seconds if self._sleep is not None else time.monotonic() - began)
 
     def request_body(
         self, messages: Sequence[dict[str, Any]], *, extra_body: dict[str, Any] | None = None,
@@ -338,6 +344,7 @@ class ChatClient:
                         self.breaker.done(sent, throttled=True)  # (counted as neither success nor failure)
                         raise Stopped(f"abandoned: {self.abandoned}", "run") from None
                     slot.congested = is_congestion(exc)
+                    self._throttled.url = url if isinstance(exc, RateLimitError) else None
                     if isinstance(exc, ConnectionClosed):
                         self.closed.add(self.limiter.active)
                     self.breaker.done(sent, describe_error(exc, [self.config.api_key]),

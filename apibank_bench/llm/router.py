@@ -27,7 +27,8 @@ decides whether to try at all). A retry avoids the endpoint that just failed.
 
 `--routing round_robin` keeps the plain rotation of earlier releases (each request,
 retries included, to the next URL in turn; nothing taken out). Either way the
-router counts requests, errors and latency per endpoint; `snapshot()` is what
+router counts requests, errors (a 429 is counted apart, as `rate_limited`, with the time spent waiting
+after it) and latency per endpoint; `snapshot()` is what
 `summary.json` records under `endpoints`.
 """
 
@@ -49,6 +50,11 @@ EWMA_WEIGHT = 0.3  #: the weight of the newest latency in the moving average
 ROUTINGS = ("load", "round_robin")
 
 
+def is_rate_limit(exc: BaseException) -> bool:
+    """HTTP 429: the endpoint throttles (it answered, and may say when to come back)."""
+    return isinstance(exc, APIStatusError) and exc.status_code == 429
+
+
 def is_endpoint_failure(exc: BaseException) -> bool:
     """The endpoint, not the request, is at fault: no connection, a timeout, or a 5xx."""
     if isinstance(exc, APIConnectionError):  # APITimeoutError is one
@@ -65,6 +71,8 @@ class EndpointReport(TypedDict):
     mean_latency_s: float | None
     ewma_latency_s: float | None
     ejections: int
+    rate_limited: NotRequired[int]  #: requests answered HTTP 429: throttled, not failed (not in `errors`)
+    rate_limit_wait_s: NotRequired[float]  #: seconds spent waiting to retry after a 429 (its Retry-After honoured)
     in_flight_limit: NotRequired[list[dict[str, Any]]]  #: the learned limit, one record per process (the client's)
 
 
@@ -76,6 +84,8 @@ class Endpoint:
     per_request_s: float | None = None  #: moving average of latency / requests in flight with it (routes)
     requests: int = 0
     errors: int = 0
+    rate_limited: int = 0  #: answered HTTP 429 (throttled: counted apart from errors)
+    rate_limit_wait_s: float = 0.0  #: waited before retrying after a 429
     latency_total_s: float = 0.0  #: over all requests, failed ones included
     failures_in_row: int = 0
     ejections: int = 0  #: times taken out of rotation
@@ -90,7 +100,8 @@ class Endpoint:
         return {"requests": self.requests, "errors": self.errors,
                 "mean_latency_s": round(self.latency_total_s / self.requests, 4) if self.requests else None,
                 "ewma_latency_s": None if self.ewma_s is None else round(self.ewma_s, 4),
-                "ejections": self.ejections}
+                "ejections": self.ejections, "rate_limited": self.rate_limited,
+                "rate_limit_wait_s": round(self.rate_limit_wait_s, 3)}
 
 
 def _average(average: float | None, sample: float) -> float:
@@ -168,6 +179,9 @@ class Router:
                 endpoint.per_request_s = _average(endpoint.per_request_s, latency / shared)
                 endpoint.failures_in_row = endpoint.ejected_in_row = 0
                 return
+            if is_rate_limit(exc):  # throttled: the endpoint is alive and said when to come back
+                endpoint.rate_limited += 1
+                return
             endpoint.errors += 1
             if self.policy == "round_robin" or not is_endpoint_failure(exc):
                 return  # round-robin takes nothing out
@@ -177,6 +191,12 @@ class Router:
                 endpoint.back_at = self._clock() + cooldown
                 endpoint.ejections += 1
                 endpoint.ejected_in_row += 1
+
+    def waited(self, url: str, seconds: float) -> None:
+        """Time spent waiting to retry a request `url` answered with a 429."""
+        with self._lock:
+            if url in self.endpoints:
+                self.endpoints[url].rate_limit_wait_s += seconds
 
     def eject(self, url: str) -> None:
         """Out of rotation now (an endpoint found dead before the run)."""
@@ -200,11 +220,14 @@ def merge_snapshots(snapshots: Sequence[Mapping[str, EndpointReport]]) -> dict[s
     for snapshot in snapshots:
         for url, part in snapshot.items():
             into = merged.setdefault(url, {"requests": 0, "errors": 0, "mean_latency_s": None,
-                                           "ewma_latency_s": None, "ejections": 0, "in_flight_limit": []})
+                                           "ewma_latency_s": None, "ejections": 0, "rate_limited": 0,
+                                           "rate_limit_wait_s": 0.0, "in_flight_limit": []})
             into["in_flight_limit"] += part.get("in_flight_limit") or []  # one record per process
             into["requests"] += part["requests"]
             into["errors"] += part["errors"]
             into["ejections"] += part["ejections"]
+            into["rate_limited"] = into.get("rate_limited", 0) + (part.get("rate_limited") or 0)
+            into["rate_limit_wait_s"] = round(into.get("rate_limit_wait_s", 0.0) + (part.get("rate_limit_wait_s") or 0.0), 3)
             latency[url] = latency.get(url, 0.0) + (part["mean_latency_s"] or 0.0) * part["requests"]
             if part["ewma_latency_s"] is not None:
                 ewmas.setdefault(url, []).append(part["ewma_latency_s"])

@@ -95,6 +95,13 @@ class BenchSession(XdistParts):
             self.say(f"apibank: {results_dir(cfg)}: unreadable (half-written or corrupted): {', '.join(found)}; kept "
                      f"in {RESULTS}{UNREADABLE} / {PREDICTIONS}{UNREADABLE}, their instances have no row and count "
                      "as not run", yellow=True)
+        if self.run.other_selection:
+            self.say(f"apibank: {results_dir(cfg)} holds the rows of a run with another selection "
+                     f"({'; '.join(self.run.other_selection)}): this session's rows join them, and the folder is "
+                     "complete only once it holds a row for every case of this selection", yellow=True)
+        if cfg.resume and not self.run.to_run:
+            self.say(f"apibank: {settings.flag('resume')}: {results_dir(cfg)} holds a finished row for every case of "
+                     "this selection: nothing left to run", yellow=True)
         self.config.hook.pytest_apibank_run_started(run=self.run)
 
     def warn_ignored(self) -> None:
@@ -169,6 +176,11 @@ class BenchSession(XdistParts):
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list) -> None:
         """`--lf`: only the cases without a correct row in the folder (an error, a wrong answer, or no row at
         all); when every one has a correct row, none runs."""
+        empty = [item for item in items if "apibank_task_id" in getattr(item, "fixturenames", ())
+                 and not isinstance(case_of(item), str)]
+        if empty:  # nothing left to run (`--resume` of a finished folder): no test, rather than a skipped NOTSET
+            config.hook.pytest_deselected(items=empty)
+            items[:] = [item for item in items if item not in empty]
         if not self.last_failed:
             return
         passed = self.run.passed_keys()
@@ -241,9 +253,15 @@ class BenchSession(XdistParts):
         self.finish()  # pytest-json-report writes its report before our sessionfinish runs
         add_summary_to_json_report(json_report, self.run.summary)
 
+    def nothing_left(self) -> bool:
+        """`--resume` of a folder that holds a finished row for every case of the selection."""
+        return bool(self.requested and self.run.cfg.resume and self.run.keep and not self.run.to_run)
+
     def finish(self) -> None:
         self.progress.warn_once()  # a run too short to warn on the way
         self.progress.stop_line()  # before pytest's closing lines
+        if self.nothing_left():
+            self.run.hold_rows()  # its closing table is the folder's
         self.run.finish()
 
     @pytest.hookimpl(trylast=True)
@@ -255,8 +273,8 @@ class BenchSession(XdistParts):
         self.finish()
         if self.not_started is not None:
             session.exitstatus = ENDPOINT_UNREACHABLE
-        elif self.last_failed and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
-            session.exitstatus = pytest.ExitCode.OK  # `--lf` with nothing failed: said, and nothing to do
+        elif (self.last_failed or self.nothing_left()) and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+            session.exitstatus = pytest.ExitCode.OK  # `--lf` with nothing failed, `--resume` with nothing left: said
         elif self.run.stopped and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a stopped run is not a passing one
         if self.requested:

@@ -55,6 +55,7 @@ class Run:
     rows: list[ResultRow]
     summary: dict
     unreadable: int = 0  #: lines of its results.jsonl that could not be read (in it, or set aside)
+    folder: str = ""  #: the folder as the report found it (relative to what it was given)
 
     @property
     def config(self) -> dict:
@@ -101,10 +102,18 @@ def _text(value) -> str:
 
 
 def _selection(config: dict) -> dict[str, object]:
-    """The selection a run recorded: its selection settings and what pytest deselected (`-k`...)."""
+    """The selection a run recorded: its selection settings and what pytest deselected (`-k`...), where
+    that left the folder without some of the selection's rows. A folder a session narrowed (`--lf`
+    reruns what failed; `-k` the instances named) that holds a row for every selected case holds the
+    selection: how its rows came is not a difference."""
     found = {name: _lookup(config, f"run.{name}") for name in SELECTION}
-    return {**{name: value for name, value in found.items() if value is not _MISSING},
-            "pytest": (config.get("_selection") or {}).get("pytest") or {}}
+    recorded = config.get("_selection") or {}
+    narrowed = dict(recorded.get("pytest") or {})
+    if "deselected_without_row" in recorded:
+        narrowed = narrowed if recorded["deselected_without_row"] else {}
+    else:  # summaries written before it was counted: `--lf` deselects only cases that have a correct row
+        narrowed.pop("--lf", None)
+    return {**{name: value for name, value in found.items() if value is not _MISSING}, "pytest": narrowed}
 
 
 def refusals(base_config: dict, run_config: dict, aspects=tuple(MUST_AGREE)) -> list[str]:
@@ -192,11 +201,28 @@ def compare_pair(baseline: Run, run: Run, seed: int = 0, pairing: Pairing | None
         levels.setdefault(str(base[i].level), []).append(i)
     return {
         "run": run.name, "baseline": baseline.name, "shared": len(pairing.shared), "paired": len(pairing.paired),
+        "epochs": {"baseline": epochs_held(baseline.rows), "run": epochs_held(run.rows)},
         "only_in_baseline": len(base) - len(pairing.shared), "only_in_run": len(other) - len(pairing.shared),
         "errors_excluded": pairing.errors_excluded, "notes": pairing.notes, "refused": pairing.refused,
         "overall": paired_stats(pairing.paired, base, other, seed),
         "by_level": {level: paired_stats(levels[level], base, other, seed) for level in sorted(levels)},
     }
+
+
+def epochs_held(rows: list[ResultRow]) -> int:
+    """The epochs a run's rows hold (1 for a run without epochs)."""
+    return max((row.key[1] for row in rows), default=0) + 1
+
+
+def pairing_words(comp: dict) -> str:
+    """What the paired accuracies are of: with epochs, epoch 0's rows, not a run's mean over its epochs."""
+    epochs = comp.get("epochs") or {}
+    if max(epochs.values(), default=1) <= 1:
+        return ""
+    held = ", ".join(f"{comp[side]} {count} epoch{'s' if count > 1 else ''}" for side, count in
+                     (("baseline", epochs["baseline"]), ("run", epochs["run"])))
+    return (f"paired on epoch 0 only ({held}): the accuracies below are epoch 0's, not the mean over the epochs "
+            "in each run's summary")
 
 
 def compare_runs(runs: list[Run], seed: int = 0, force: bool = False) -> dict:
@@ -251,6 +277,8 @@ def format_table(result: dict) -> str:
         lines.append(f"{comp['run']} vs baseline {comp['baseline']}: {comp['paired']} paired instances "
                      f"({comp['shared']} shared; errors left out: {comp['errors_excluded']['baseline']} in baseline, "
                      f"{comp['errors_excluded']['run']} in run)")
+        if pairing_words(comp):
+            lines.append(f"  {pairing_words(comp)}")
         if comp.get("notes"):
             lines.append(f"  note: the selection differs ({'; '.join(comp['notes'])}); paired on the "
                          f"{comp['shared']} instances both hold")

@@ -26,7 +26,7 @@ from apibank_bench.core import settings
 from apibank_bench.core.interrupt import deferred
 from apibank_bench.data.manifests import select
 from apibank_bench.runs.epochs import run_cases, split_case
-from apibank_bench.runs.folder import decide, write_record
+from apibank_bench.runs.folder import decide, other_selection, write_record
 from apibank_bench.runs.instances import InstancePool, InstanceResult, RunStopped, instances_in_flight
 from apibank_bench.runs.naming import results_dir
 from apibank_bench.runs.provenance import now
@@ -57,6 +57,7 @@ class BenchmarkRun:
         self.total = 0  #: cases this run will run
         self.keep = False  #: keep the folder's lines (resume, or a narrowed rerun)
         self.forced: list[str] = []  #: measured settings that differ from the folder's run (--force)
+        self.other_selection: list[str] = []  #: how the selection of the folder's run differs, when narrowed into it
         self.files: RunFiles | None = None
         self.record: dict = {}  #: run.json
         self.seen: set[tuple[str, int]] = set()  #: (instance, epoch) keys written
@@ -129,6 +130,8 @@ class BenchmarkRun:
         FolderTaken), and what it runs."""
         decision = decide(self.out_dir, self.cfg, narrowed=bool(self.narrowing))
         self.keep, self.forced = decision.keep, decision.forced
+        if self.keep and self.narrowing:  # `-k` into another selection's folder: its rows join theirs (said)
+            self.other_selection = other_selection(self.out_dir, self.cfg)
         self.to_run = self.cases_to_run()
         self.total = len(self.to_run)
 
@@ -244,9 +247,14 @@ class BenchmarkRun:
             pool.close()
             if local is not None:
                 local.stop()
-        if self.keep and not self.to_run and (self.out_dir / RESULTS).exists():
-            self._open_files()  # a resumed run with nothing left (killed before its summary): summarize its rows
+        self.hold_rows()
         return self.finish()
+
+    def hold_rows(self) -> None:
+        """A resumed run with nothing left to run (finished, or killed before its summary) summarizes the
+        folder's rows: its summary and closing table are the folder's."""
+        if self.keep and not self.to_run and (self.out_dir / RESULTS).exists():
+            self._open_files()
 
     def _start_embedded(self) -> Any:
         """The run's embedded models (llm.local_server), each started on first use; its URL is where the
@@ -324,8 +332,11 @@ class BenchmarkRun:
             answers = {key: value + (earlier.get(key) or 0) for key, value in answers.items()}
         deselected = self.deselected()
         cases = self.cases()
-        selection = {"instances": len(cases), "finished_before": len(cases) - len(self.to_run),
-                     "deselected": len(deselected), "pytest": self.narrowing}
+        # `cases` count (instance, epoch) pairs (runs.epochs): with one epoch they are the instances
+        selection = {"cases": len(cases), "instances": len(self.instance_ids()), "epochs": cfg.epochs,
+                     "finished_before": len(cases) - len(self.to_run), "deselected": len(deselected),
+                     "pytest": self.narrowing, **({"other_selection": self.other_selection} if self.other_selection
+                                                  else {})}
         self.summary = self.files.finalize(cases, config=self.metadata(), wall_time_s=wall_time, deselected=deselected,
                                            extra={"endpoints": merge_snapshots(endpoints), "selection": selection,
                                                   "forced": self.record.get("forced", []),

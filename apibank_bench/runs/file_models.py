@@ -59,9 +59,12 @@ class TokensPerInstance(TypedDict):
     instances_missing_usage: int  #: made model calls without reported usage (never counted as zero)
     prompt_tokens: int
     completion_tokens: int
-    prompt_per_instance: float | None
+    prompt_per_instance: float | None  #: with epochs, of all an instance's attempts (its rows)
     completion_per_instance: float | None
     total_per_instance: float | None
+    attempts_counted: NotRequired[int]  #: rows with usage (with one epoch, the instances counted)
+    attempts_missing_usage: NotRequired[int]
+    total_per_attempt: NotRequired[float | None]  #: the mean per row
 
 
 class TurnTokens(TypedDict):
@@ -88,10 +91,16 @@ class CacheUse(TypedDict):
 
 
 class Selection(TypedDict):
-    instances: int  #: cases selected by the settings
-    finished_before: int  #: skipped by a resume (finished already)
-    deselected: int  #: not run on purpose (`-k`, `--deselect`, `--lf`)
-    pytest: dict[str, Any]  #: the pytest options that narrowed the selection
+    """The selection as made. Counts are of cases (an instance in one epoch: runs.epochs), but `instances`."""
+
+    cases: NotRequired[int]  #: cases selected by the settings
+    instances: int  #: instances selected by the settings (written before `cases`: the cases)
+    epochs: NotRequired[int]
+    finished_before: NotRequired[int]  #: skipped by a resume (finished already)
+    deselected: NotRequired[int]  #: not run on purpose (`-k`, `--deselect`, `--lf`)
+    deselected_without_row: NotRequired[int]  #: of those, the cases the folder holds no row of (not `complete`)
+    pytest: NotRequired[dict[str, Any]]  #: the pytest options that narrowed the selection
+    other_selection: NotRequired[list[str]]  #: narrowed into the folder of a run with another selection: how
 
 
 class Forced(TypedDict):
@@ -131,7 +140,7 @@ class Summary(TypedDict):
     cost: NotRequired[dict[str, Any]]  #: with traces: cost in money (a price table) or tokens (runs.cost)
     selected: NotRequired[int]  #: cases selected
     not_run: NotRequired[int]  #: selected cases without a row, less those deselected on purpose
-    complete: bool  #: no error row and nothing left not run
+    complete: bool  #: a finished row (no error) for every selected case, deselected by pytest or not
     wall_time_s: NotRequired[float]  #: a resumed run's includes its earlier parts
     config: NotRequired[dict[str, Any]]  #: `run`: the settings; `model`, `provenance`, `packages`, `git_revision`
     unreadable_lines: int  #: results.jsonl lines that could not be read (set aside in results.jsonl.unreadable)

@@ -100,6 +100,17 @@ def recorded_model_file(out_dir: Path, stored: dict) -> str | None:
     return identity_of_record(stored.get("model"), recorded if isinstance(recorded, str) else None)
 
 
+def other_selection(out_dir: Path, cfg) -> list[str]:
+    """How the selection of the run a folder holds differs from `cfg`'s, one phrase per setting:
+    `limit 2 (this run: None)`; empty when the folder records none or the same one."""
+    stored = stored_settings(out_dir)
+    if stored is None:
+        return []
+    wanted = _json(cfg.to_dict())
+    return [f"{name} {stored.get(name, settings.BY_NAME[name].default)!r} (this run: {wanted.get(name)!r})"
+            for name in settings.differences(stored, wanted)[settings.SELECTION]]
+
+
 def describe(out_dir: Path) -> str:
     """The run in a folder, in a few words: `decentralized / stub, 3 instances`."""
     stored = stored_settings(out_dir) or {}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from apibank_bench.core import settings
 from apibank_bench.data.manifests import select
-from apibank_bench.runs.epochs import run_cases
+from apibank_bench.runs.epochs import run_cases, split_case
 from apibank_bench.runs.folder import differences, holds_results, stored_settings
 from apibank_bench.runs.provenance import now
 from apibank_bench.runs.results import (PREDICTIONS, RESULTS, TRACES, UNREADABLE, RunFiles, read_record,
@@ -80,4 +80,5 @@ def merge(dirs: list[Path], out: Path) -> dict:
                             "forced": [f for r in records for f in r.get("forced", [])]})
     config = dict(((read_summary(dirs[0]) or {}).get("config")) or {})
     config.update(run=whole, merged_from=merged_from)
-    return files.finalize(cases, config=config, extra={"merged_from": merged_from})
+    selection = {"cases": len(cases), "instances": len({split_case(case)[0] for case in cases}), "epochs": cfg.epochs}
+    return files.finalize(cases, config=config, extra={"merged_from": merged_from, "selection": selection})

@@ -152,10 +152,13 @@ class RunFiles:
             have = {row.key for row in rows}
             left_out = {split_case(case) for case in deselected}
             not_run = sum(1 for key in keys if key not in have and key not in left_out)
+            unheld = sum(1 for key in keys if key not in have and key in left_out)
             summary = summarize(rows, config, wall_time_s, selected=len(keys), trace_dir=self.out_dir / TRACES,
-                                not_run=not_run)
+                                not_run=not_run, without_row=not_run + unheld)
             summary["unreadable_lines"] = unreadable_count(self.out_dir)
             summary.update(extra or {})
+            if "selection" in summary or unheld:  # deselected cases the folder holds no row of (`complete` says so)
+                summary["selection"] = {**(summary.get("selection") or {}), "deselected_without_row": unheld}
             return write_summary(self.out_dir, summary)
 
 
@@ -294,9 +297,13 @@ def put_in_order(path: Path, order: list[tuple[str, int]]) -> None:
 
 
 def summarize(rows: list[ResultRow], config: dict | None = None, wall_time_s: float | None = None,
-              selected: int | None = None, trace_dir: Path | None = None, not_run: int | None = None) -> dict:
-    """summary.json (see summary.summarize_rows); `not_run`: selected instances with no line at all
-    (default: all of them), less those deselected on purpose."""
+              selected: int | None = None, trace_dir: Path | None = None, not_run: int | None = None,
+              without_row: int | None = None) -> dict:
+    """summary.json (see summary.summarize_rows). `selected` counts cases (an instance and epoch: runs.epochs);
+    `not_run`: selected cases with no line at all (default: all of them), less those deselected on purpose;
+    `without_row`: selected cases with no line, deselected or not (default: `not_run`). The folder is
+    `complete` only when it holds a finished row for every selected case: a case pytest deselected
+    (`-k`) is not "not run", but a folder without its row does not hold the whole selection."""
     from apibank_bench.runs.summary import read_traces, summarize_rows
 
     traces = read_traces(trace_dir)
@@ -312,7 +319,8 @@ def summarize(rows: list[ResultRow], config: dict | None = None, wall_time_s: fl
     if selected is not None:
         summary["selected"] = selected
         summary["not_run"] = max(selected - len(rows), 0) if not_run is None else not_run
-    summary["complete"] = not summary["errors"] and not summary.get("not_run")
+    missing = summary.get("not_run") if without_row is None else without_row
+    summary["complete"] = not summary["errors"] and not missing
     if wall_time_s is not None:
         summary["wall_time_s"] = round(wall_time_s, 3)
     if config:

@@ -75,29 +75,37 @@ def _usage(prompt: int | None, completion: int | None) -> tuple[int, int] | None
 
 
 def instance_tokens(rows: list[ResultRow]) -> dict:
-    """Token totals and per-instance means over the rows whose usage is known.
+    """Token totals over the rows whose usage is known, and means per instance and per attempt.
 
     A row that made no model call (a gold replay) used zero tokens; a row that made calls but
     carries no usage, or has no usage fields at all (answers scored with `score`), is missing.
+    An instance is the unit: with several epochs its tokens are those of all its attempts (rows),
+    and it is counted only when every one of its rows has usage; `*_per_attempt` is per row.
     """
-    known, missing = [], 0
+    known: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    missing: set[str] = set()
+    attempts_missing = 0
     for row in rows:
-        if row.model_calls == 0:
-            known.append((0, 0))
-            continue
-        usage = _usage(row.prompt_tokens, row.completion_tokens)
+        usage = (0, 0) if row.model_calls == 0 else _usage(row.prompt_tokens, row.completion_tokens)
         if usage is None:
-            missing += 1
+            missing.add(row.id)
+            attempts_missing += 1
         else:
-            known.append(usage)
-    prompt = sum(p for p, _ in known)
-    completion = sum(c for _, c in known)
-    count = len(known)
-    return {"instances_counted": count, "instances_missing_usage": missing,
+            known[row.id].append(usage)
+    prompt = sum(p for parts in known.values() for p, _ in parts)
+    completion = sum(c for parts in known.values() for _, c in parts)
+    attempts = sum(len(parts) for parts in known.values())
+    whole = [parts for instance, parts in known.items() if instance not in missing]
+    count = len(whole)
+    whole_prompt = sum(p for parts in whole for p, _ in parts)
+    whole_completion = sum(c for parts in whole for _, c in parts)
+    return {"instances_counted": count, "instances_missing_usage": len(missing),
             "prompt_tokens": prompt, "completion_tokens": completion,
-            "prompt_per_instance": prompt / count if count else None,
-            "completion_per_instance": completion / count if count else None,
-            "total_per_instance": (prompt + completion) / count if count else None}
+            "prompt_per_instance": whole_prompt / count if count else None,
+            "completion_per_instance": whole_completion / count if count else None,
+            "total_per_instance": (whole_prompt + whole_completion) / count if count else None,
+            "attempts_counted": attempts, "attempts_missing_usage": attempts_missing,
+            "total_per_attempt": (prompt + completion) / attempts if attempts else None}
 
 
 def role_tokens(traces: Iterable[dict]) -> dict[str, dict]:
@@ -138,7 +146,10 @@ def _per_correct(pairs: Iterable[tuple[str, int, bool]]) -> dict:
         clusters[instance][1] += right
     tokens = sum(used for used, _ in clusters.values())
     correct = sum(right for _, right in clusters.values())
-    interval = ratio_bootstrap([u for u, _ in clusters.values()], [r for _, r in clusters.values()])
+    # The resample is drawn over the instances in ID order, not in the order they were read: one figure
+    # (a run's, or its one role's, read from rows or from traces) gets one interval wherever it is shown.
+    ordered = [clusters[instance] for instance in sorted(clusters)]
+    interval = ratio_bootstrap([u for u, _ in ordered], [r for _, r in ordered])
     return {"tokens_per_correct": tokens / correct if correct else None,
             "ci_95": None if interval is None else list(interval),
             "tokens": tokens, "correct": correct, "instances": len(clusters)}
@@ -282,11 +293,7 @@ def table_lines(summary: dict) -> list[str]:
     if summary.get("argument_type"):
         lines.append(f"argument types: {summary['argument_type']} calls named the gold API with its arguments in "
                      "another JSON type (score:argument_type; the API's verdict stands)")
-    tokens = summary["tokens_per_instance"]
-    if tokens["total_per_instance"] is not None:
-        lines.append(f"tokens per instance: {tokens['total_per_instance']:.0f}"
-                     + (f" (usage missing for {tokens['instances_missing_usage']} instances)"
-                        if tokens["instances_missing_usage"] else ""))
+    lines += tokens_lines(summary["tokens_per_instance"])
     per_correct = summary.get("tokens_per_correct") or {}
     if per_correct.get("tokens_per_correct") is not None and per_correct.get("tokens"):
         lines.append(f"tokens per correct answer: {per_correct['tokens_per_correct']:.0f} "
@@ -299,6 +306,20 @@ def table_lines(summary: dict) -> list[str]:
         lines.append(f"response cache: answered {cache['answered_by_cache']} of {cache['model_calls']} model calls "
                      "(no request sent)")
     return lines
+
+
+def tokens_lines(tokens: dict) -> list[str]:
+    """`tokens per instance: 36`; with several epochs an instance's tokens are those of all its attempts,
+    and the mean per attempt is given beside (summaries written before it give the one mean, per row)."""
+    if tokens["total_per_instance"] is None:
+        return []
+    line = f"tokens per instance: {tokens['total_per_instance']:.0f}"
+    per_attempt = tokens.get("total_per_attempt")
+    if per_attempt is not None and tokens.get("attempts_counted", 0) > tokens["instances_counted"]:
+        line += f" over its epochs ({per_attempt:.0f} per attempt)"
+    if tokens["instances_missing_usage"]:
+        line += f" (usage missing for {tokens['instances_missing_usage']} instances)"
+    return [line]
 
 
 def cost_lines(summary: dict) -> list[str]:
