@@ -96,6 +96,74 @@ def test_a_live_line_is_redrawn_in_place_and_erased():
     assert "\n" not in text.replace("a line of its own\n", "")  # the live line never scrolls the screen
 
 
+def _terminal(columns: int) -> tuple[int, int]:
+    """A pseudo-terminal `columns` wide: (the side a program writes to, the side that reads the screen)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    screen, program = pty.openpty()
+    fcntl.ioctl(program, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    return program, screen
+
+
+def _drawn(screen: int) -> str:
+    import select
+
+    chunks = []
+    while select.select([screen], [], [], 0.2)[0]:
+        try:
+            chunk = os.read(screen, 65536)
+        except OSError:  # the program's side is closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_a_live_line_is_cut_to_the_width_of_its_own_terminal(columns, monkeypatch):
+    """The width is asked of the terminal the line is drawn on, not of fd 1 (which pytest captures: this test's
+    fd 1 is not a terminal, so asking it gave the 100-column fallback, too wide for 80 and too narrow for 200)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    program, screen = _terminal(columns)
+    with os.fdopen(program, "w", encoding="utf-8") as stream:
+        line = ProgressLine(lambda: "apibank: " + "x" * 400, stream)
+        assert line.live
+        line.update()
+        drawn = _drawn(screen)
+    os.close(screen)
+    assert drawn.startswith(ERASE) and len(drawn) - len(ERASE) == columns - 1
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_run_s_progress_line_on_a_terminal_never_wraps(tmp_path, columns):
+    """`apibank-bench run` on a terminal 80 or 200 columns wide: every drawing of the live line fits one line,
+    and at 200 columns the rate and the ETA show."""
+    program, screen = _terminal(columns)
+    env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
+    with OpenAIStub(default=Reply(text="[GetToday()]", delay=1.5)) as stub:
+        run = subprocess.Popen([sys.executable, "-m", "apibank_bench", "run", "--out-dir", str(tmp_path / "run"),
+                                "--model", "stub", "--base-url", stub.url, "--limit", "3", "--concurrency", "1",
+                                "--no-cache"], cwd=PROJECT_ROOT, stdin=program, stdout=program, stderr=program,
+                               env=env)
+        os.close(program)
+        screen_text = ""
+        while run.poll() is None:
+            screen_text += _drawn(screen)
+        screen_text += _drawn(screen)
+    os.close(screen)
+    assert run.returncode == 0, screen_text[-3000:]
+    drawings = [part.split("\r")[0].split("\n")[0] for part in screen_text.split(ERASE)[1:]]
+    lines = [text for text in drawings if text.startswith("apibank: ") and " instances" in text]
+    assert len(lines) >= 2, screen_text[-3000:]
+    assert all(len(text) <= columns - 1 for text in lines), max(lines, key=len)
+    if columns == 200:
+        assert any("/s" in text and "ETA" in text for text in lines), lines
+
+
 def test_plain_lines_come_at_most_every_so_often():
     stream = io.StringIO()
     rare = ProgressLine(lambda: "progress", stream, live=False, every_s=1e9)
