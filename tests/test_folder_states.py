@@ -10,8 +10,11 @@ examples and steps is bounded so CI stays fast: see SETTINGS.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +28,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from apibank_bench.cli import main as cli_main
 from apibank_bench.core.paths import PROJECT_ROOT
+from apibank_bench.reports.compare import compare, format_table
 from apibank_bench.runs.epochs import case_id
 from openai_stub import OpenAIStub, Reply
 from helpers import EVAL_IDS, task_of, written_rows
@@ -85,6 +89,92 @@ def kind(row: dict) -> str:
     return "error" if row["stage"] == "error" else "correct" if row["correct"] else "wrong"
 
 
+# -- what the messages print, read back and checked against the rows ------------------------------------
+
+
+def _percent(correct: int, rows: int) -> str:
+    return f"{(correct / rows if rows else 0.0):.1%}"
+
+
+def _usage(row: dict) -> int | None:
+    if row.get("model_calls") == 0:
+        return 0
+    if not row.get("prompt_tokens") or row.get("completion_tokens") is None:
+        return None
+    return row["prompt_tokens"] + row["completion_tokens"]
+
+
+def check_closing(text: str, rows: list[dict], cases: list, deselected: set, epochs: int) -> None:
+    """Every number of a closing table against the selection's rows: the overall line, tokens per instance,
+    the INCOMPLETE line and the selection line."""
+    lines = text.splitlines()
+    assert any(line.startswith("=") and " API-Bank: " in line for line in lines), text[-3000:]
+    correct = sum(kind(row) == "correct" for row in rows)
+    errors = sum(kind(row) == "error" for row in rows)
+    instances = {row["id"] for row in rows}
+    repeats = len(rows) != len(instances)
+    [header] = [line for line in lines if line.startswith("level ") and "correct" in line][-1:]
+    assert ("attempts" in header) == repeats, header
+    [overall] = [line for line in lines if line.startswith("overall ")][-1:]
+    numbers = overall.split()
+    expected = [str(correct), *([str(len(rows))] if repeats else []), str(len(instances)), str(errors),
+                _percent(correct, len(rows))]
+    assert numbers[1:len(expected) + 1] == expected, (overall, expected)
+
+    # tokens per instance: an instance's tokens are all its attempts', counted when every one has usage
+    used: dict[str, list] = {}
+    for row in rows:
+        used.setdefault(row["id"], []).append(_usage(row))
+    whole = [sum(parts) for parts in used.values() if None not in parts]
+    known = [part for parts in used.values() for part in parts if part is not None]
+    shown = [line for line in lines if line.startswith("tokens per instance: ")]
+    if not whole:
+        assert not shown, shown
+    else:
+        [line] = shown[-1:]
+        expect = f"tokens per instance: {sum(whole) / len(whole):.0f}"
+        if len(known) > len(whole):
+            expect += f" over its epochs ({sum(known) / len(known):.0f} per attempt)"
+        missing = sum(None in parts for parts in used.values())
+        assert line == expect + (f" (usage missing for {missing} instances)" if missing else ""), (line, expect)
+
+    keys = {(row["id"], row.get("epoch", 0)) for row in rows}
+    not_run = sum(key not in keys and key not in deselected for key in cases)
+    unheld = sum(key not in keys and key in deselected for key in cases)
+    incomplete = [line for line in lines if line.startswith("INCOMPLETE: ")]
+    assert bool(incomplete) == bool(errors or not_run), (incomplete, errors, not_run)
+    if incomplete:
+        unit, row_unit = ("cases", "attempt") if epochs > 1 else ("instances", "instance")
+        found = re.match(rf"INCOMPLETE: of the (\d+) selected {unit}(?: \(.*?\))?, (\d+) have a row"
+                         rf"(?: and (\d+) have none \((.*?)\))?; (\d+) {row_unit}s? errored\. accuracy ([\d.]+%) "
+                         rf"is over the (\d+) {row_unit}s? with a row", incomplete[-1])
+        assert found, incomplete[-1]
+        assert int(found[1]) == len(cases) and int(found[2]) == len(rows) == int(found[7])
+        assert int(found[3] or 0) == not_run + unheld and int(found[5]) == errors
+        assert found[6] == _percent(correct, len(rows))
+        why = dict((what, int(count)) for count, what in re.findall(r"(\d+) (did not run|deselected by pytest)",
+                                                                      found[4] or ""))
+        assert why == {what: count for what, count in (("did not run", not_run), ("deselected by pytest", unheld))
+                       if count}, (found[4], not_run, unheld)
+    selection = [line for line in lines if line.startswith("selection: ")]
+    assert bool(selection) == bool(deselected), (selection, deselected)
+    if selection:
+        found = re.match(r"selection: (\d+) of the (\d+) selected", selection[-1])
+        assert found and (int(found[1]), int(found[2])) == (len(deselected), len(cases)), selection[-1]
+        assert (f"but {unheld} of them have no row" in selection[-1]) == bool(unheld), (selection[-1], unheld)
+
+
+def check_merged(text: str, rows: list[dict], cases: list, epochs: int) -> None:
+    [line] = [line for line in text.splitlines() if line.startswith("merged ")]
+    unit, over = ("cases", "attempts") if epochs > 1 else ("instances", "instances")
+    found = re.match(rf"merged 2 folders into .*?: (\d+) of the run's (\d+) selected {unit}(?: \(.*?\))? have a "
+                     rf"row, accuracy ([\d.]+%) over the (\d+) {over}$", line)
+    correct = sum(kind(row) == "correct" for row in rows)
+    assert found, line
+    assert (int(found[1]), int(found[2]), found[3], int(found[4])) == (len(rows), len(cases),
+                                                                        _percent(correct, len(rows)), len(rows))
+
+
 class FolderMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -123,7 +213,43 @@ class FolderMachine(RuleBasedStateMachine):
                 "--epochs", str(self.epochs), *flags, "--", "-o", f"cache_dir={self.tmp / 'pytest-cache'}",
                 *pytest_args]
         self.sessions += 1
-        return cli_main(argv)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            code = cli_main(argv)
+        self.output = printed.getvalue()
+        sys.stdout.write(self.output)  # (shown with the failure)
+        return code
+
+    def selection_rows(self, cases: list) -> list[dict]:
+        wanted = set(cases)
+        return [row for row in file_rows(self.out) if (row["id"], row.get("epoch", 0)) in wanted]
+
+    def printed(self, cases: list, deselected: set = frozenset(), nothing_left: bool = False) -> None:
+        """What the session printed agrees with the folder's rows; a resume with nothing left says so."""
+        assert ("nothing left to run" in self.output) == nothing_left, self.output[-3000:]
+        check_closing(self.output, self.selection_rows(cases), cases, set(deselected), self.epochs)
+        self.compared()
+
+    def compared(self) -> None:
+        """`compare` with a twin of the folder that holds the same rows but no record of pytest's narrowing: a
+        selection differs only where the narrowing left selected cases without a row; with epochs the header
+        says the pairing is on epoch 0."""
+        twin = self.tmp / "twin"
+        shutil.rmtree(twin, ignore_errors=True)
+        shutil.copytree(self.out, twin)
+        summary = json.loads((twin / "summary.json").read_text())
+        narrowed = summary.get("selection") or {}
+        summary["selection"] = {key: value for key, value in narrowed.items()
+                                if key not in ("pytest", "deselected", "deselected_without_row")}
+        (twin / "summary.json").write_text(json.dumps(summary))
+        result = compare([twin, self.out], force=True)
+        [comparison] = result["comparisons"]
+        holds_all = not narrowed.get("deselected_without_row")
+        assert holds_all == (not comparison["notes"]), (comparison["notes"], narrowed)
+        first = [row for row in file_rows(self.out) if not row.get("epoch")]
+        assert comparison["paired"] == sum(kind(row) != "error" for row in first)
+        several = any(row.get("epoch") for row in file_rows(self.out))
+        assert ("paired on epoch 0 only" in format_table(result)) == several
 
     def has_results(self) -> bool:
         return bool(written_rows(self.out)) or (self.out / "summary.json").is_file()
@@ -158,6 +284,7 @@ class FolderMachine(RuleBasedStateMachine):
         cases = selected(selection, epochs)
         if self.session(cases, *selection_flags(selection)) is not None:
             self.ran(cases, cases)
+            self.printed(cases)
 
     @precondition(lambda self: not self.has_results())
     @rule(selection=selections, epochs=st.sampled_from([1, 2]))
@@ -172,8 +299,11 @@ class FolderMachine(RuleBasedStateMachine):
         for index, part in enumerate(parts, 1):
             shutil.rmtree(part, ignore_errors=True)
             assert self.run(part, *selection_flags({**whole, "shard": (index, 2)})) in (0, 1)
-        assert cli_main(["merge", *map(str, parts), "--out", str(self.out)]) in (0, 1)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert cli_main(["merge", *map(str, parts), "--out", str(self.out)]) in (0, 1)
         self.ran(cases, cases)
+        check_merged(printed.getvalue(), self.selection_rows(cases), cases, epochs)
 
     @precondition(lambda self: self.has_results())
     @rule(selection=selections)
@@ -182,7 +312,9 @@ class FolderMachine(RuleBasedStateMachine):
         cases = selected(selection, self.epochs)
         finished = {key for key, what in self.rows.items() if what != "error"}
         if self.session(cases, "--resume", *selection_flags(selection)) is not None:
-            self.ran([key for key in cases if key not in finished], cases, resumed=True)
+            to_run = [key for key in cases if key not in finished]
+            self.ran(to_run, cases, resumed=True)
+            self.printed(cases, nothing_left=not to_run)
 
     @precondition(lambda self: self.has_results())
     @rule(selection=selections)
@@ -193,6 +325,8 @@ class FolderMachine(RuleBasedStateMachine):
         passed = {key for key in cases if self.rows.get(key) == "correct"}
         if self.session(cases, *selection_flags(selection), pytest_args=("--lf",)) is not None:
             self.ran([key for key in cases if key not in passed], cases, passed)
+            if len(passed) < len(cases):  # (with nothing failed, nothing runs and no table is printed)
+                self.printed(cases, passed)
 
     @precondition(lambda self: self.has_results())
     @rule(selection=selections, names=st.lists(st.sampled_from(POOL), min_size=1, max_size=3, unique=True))
@@ -208,6 +342,7 @@ class FolderMachine(RuleBasedStateMachine):
             return
         self.session(cases, *selection_flags(selection), pytest_args=("-k", " or ".join(names)))
         self.ran(matched, cases, {key for key in cases if key not in matched})
+        self.printed(cases, {key for key in cases if key not in matched})
 
     @rule()
     def endpoint_flips(self):
@@ -259,6 +394,38 @@ class FolderMachine(RuleBasedStateMachine):
             self.rows[key] = now[key]
         self.summary_fresh = False  # a killed session writes no summary
         self.unreadable += torn
+
+    @precondition(lambda self: self.has_results())
+    @rule(selection=selections, after=st.integers(1, 2))
+    def interrupted(self, selection, after):
+        """`apibank-bench run --resume` given a Ctrl-C once `after` instances were written: it winds down, and
+        its summary and closing table count what it finished."""
+        STEPS['interrupted'] += 1
+        cases = selected(selection, self.epochs)
+        if not cases:
+            return
+        finished = {key for key, what in self.rows.items() if what != "error"}
+        to_run = [key for key in cases if key not in finished]
+        if len(to_run) <= after:
+            return  # (it would finish before the Ctrl-C: the resume rule's)
+        command = [sys.executable, "-m", "apibank_bench", "run", "--out-dir", str(self.out), "--model", "stub",
+                   "--base-url", self.stub.url, "--no-cache", "--max-retries", "0", "--max-consecutive-errors", "0",
+                   "--concurrency", "1", "--epochs", str(self.epochs), "--resume", *selection_flags(selection),
+                   "--", "-p", "kill_plugin", "-p", "no:cacheprovider"]
+        env = {**os.environ, "APIBANK_INTERRUPT_AFTER": str(after),
+               "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+        self.sessions += 1
+        done = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 130, done.stdout[-3000:] + done.stderr[-3000:]
+        now = {(row["id"], row.get("epoch", 0)): kind(row) for row in file_rows(self.out)}
+        changed = [key for key in to_run if now.get(key) != self.rows.get(key)]
+        assert all(now[key] == self.expected(key) for key in changed)
+        for key in changed:
+            self.rows[key] = now[key]
+        self.last, self.summary_fresh = (cases, set()), True
+        self.output = done.stdout
+        assert "INCOMPLETE: " in self.output, self.output[-3000:]
+        self.printed(cases)
 
     # -- what must hold after every step ------------------------------------------------------------
 
@@ -339,3 +506,4 @@ def test_a_results_folder_holds_what_its_runs_made():
     FolderMachine.TestCase().runTest()
     print(f"\nfolder states: {sum(STEPS.values())} steps: {dict(STEPS)}")
     assert STEPS["resume"] + STEPS["last_failed"] + STEPS["keyword"] > 0  # it went past the first run
+    assert STEPS["first_run"] + STEPS["shards_merged"] > 0
