@@ -222,7 +222,7 @@ class FolderMachine(RuleBasedStateMachine):
 
     def selection_rows(self, cases: list) -> list[dict]:
         wanted = set(cases)
-        return [row for row in file_rows(self.out) if (row["id"], row.get("epoch", 0)) in wanted]
+        return [row for row in written_rows(self.out) if (row["id"], row.get("epoch", 0)) in wanted]
 
     def printed(self, cases: list, deselected: set = frozenset(), nothing_left: bool = False) -> None:
         """What the session printed agrees with the folder's rows; a resume with nothing left says so."""
@@ -246,9 +246,9 @@ class FolderMachine(RuleBasedStateMachine):
         [comparison] = result["comparisons"]
         holds_all = not narrowed.get("deselected_without_row")
         assert holds_all == (not comparison["notes"]), (comparison["notes"], narrowed)
-        first = [row for row in file_rows(self.out) if not row.get("epoch")]
+        first = [row for row in written_rows(self.out) if not row.get("epoch")]
         assert comparison["paired"] == sum(kind(row) != "error" for row in first)
-        several = any(row.get("epoch") for row in file_rows(self.out))
+        several = any(row.get("epoch") for row in written_rows(self.out))
         assert ("paired on epoch 0 only" in format_table(result)) == several
 
     def has_results(self) -> bool:
@@ -417,7 +417,7 @@ class FolderMachine(RuleBasedStateMachine):
         self.sessions += 1
         done = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 130, done.stdout[-3000:] + done.stderr[-3000:]
-        now = {(row["id"], row.get("epoch", 0)): kind(row) for row in file_rows(self.out)}
+        now = {(row["id"], row.get("epoch", 0)): kind(row) for row in written_rows(self.out)}
         changed = [key for key in to_run if now.get(key) != self.rows.get(key)]
         assert all(now[key] == self.expected(key) for key in changed)
         for key in changed:

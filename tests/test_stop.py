@@ -162,7 +162,7 @@ def test_a_signal_ends_the_run_at_once_and_resume_finishes_it(tmp_path, how, wor
 def test_a_second_ctrl_c_under_pytest_xdist_still_ends_with_the_table_and_the_summary(tmp_path):
     """`pytest -n 2`, Ctrl-C twice 0.3 s apart: the second, while the run winds down, was an uncaught
     KeyboardInterrupt in pytest's own reporting (the process killed by SIGINT, or no table, no summary.json)."""
-    from test_bench_suite import bench
+    from helpers import bench
 
     with OpenAIStub(default=Reply(text="[GetToday()]", delay=0.5)) as stub:
         run = bench(tmp_path, "--apibank-model", "stub", "--apibank-base-url", stub.url, "--apibank-limit", "40",
