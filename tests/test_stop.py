@@ -177,7 +177,7 @@ def test_a_second_ctrl_c_under_pytest_xdist_still_ends_with_the_table_and_the_su
             if run.poll() is None:
                 os.killpg(run.pid, signal.SIGKILL)
                 run.wait()
-    assert run.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    assert run.returncode == ExitCode.INTERRUPTED, out[-3000:]
     rows = read_jsonl(tmp_path / "results.jsonl")
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert (summary["selected"], summary["attempts"], summary["not_run"]) == (40, len(rows), 40 - len(rows))
