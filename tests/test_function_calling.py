@@ -319,3 +319,18 @@ def test_compare_and_the_report_pair_a_chat_run_with_the_sdk_run_of_its_model(tm
     report = build_report([tmp_path / "chat", tmp_path / "sdk"], tmp_path / "report").read_text()
     assert "Chat against function calling" in report and "<td>+33.3%</td>" in report
     assert other.returncode in (0, 1)
+
+
+def test_a_sweep_over_both_agent_kinds_writes_the_model_by_mode_table(tmp_path, capsys):
+    from apibank_bench import cli
+
+    with OpenAIStub(default=_chat_or_tools) as stub:
+        code = cli.main(["sweep", "--out", str(tmp_path / "sweep"), "--model", "stub", "--base-url", stub.url,
+                         "--agent-kind", "chat,sdk", "--limit", "6", "--no-cache", "--max-retries", "0"])
+    assert code in (0, 1)
+    table = (tmp_path / "sweep" / "sweep.md").read_text()
+    assert "## Chat against function calling (model x mode, paired)" in table
+    [row] = [line for line in table.splitlines() if line.startswith("| stub |")]
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[:2] == ["stub", "single"] and cells[4:8] == ["6", "66.7%", "100.0%", "+33.3%"]
+    assert cells[-1] == "tool_call 2, client_parse 2, text 2"

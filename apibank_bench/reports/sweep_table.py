@@ -1,4 +1,5 @@
-"""A sweep's tables: per cell and level the accuracy with its interval, and the spread over seeds."""
+"""A sweep's tables: per cell and level the accuracy with its interval, the spread over seeds, chat against
+function calling, and the accuracy–cost frontier."""
 
 from __future__ import annotations
 
@@ -180,9 +181,24 @@ def frontier_markdown(cells: list[Cell], prices=None) -> str:
     return f"\n## Accuracy–cost frontier\n\n{frontier.markdown(frontier.frontier(runs, prices))}\n"
 
 
+def modes_markdown(cells: list[Cell]) -> str:
+    """Chat against function calling (reports.modes): each chat cell paired with the sdk cells of its setup, or ""."""
+    from apibank_bench.reports import modes
+    from apibank_bench.reports.compare import load_run
+    from apibank_bench.runs.results import RESULTS
+
+    ran = [load_run(cell.path, cell.label) for cell in cells if cell.summary and (cell.path / RESULTS).is_file()]
+    found = modes.mode_comparisons(ran) if len(ran) > 1 else []
+    if not found:
+        return ""
+    table = _markdown(modes.HEADER, [[str(value) for value in row] for row in modes.rows(found)])
+    return f"\n## Chat against function calling (model x mode, paired)\n\n{table}\n"
+
+
 def write_tables(out: Path, axes: Mapping[str, list[str]], cells: list[Cell], prices=None) -> str:
     """sweep.csv, sweep.md (and sweep_seeds.csv when seed is an axis); returns the Markdown. With two cells
-    or more that have results, sweep.md marks the accuracy–cost frontier (`prices`: a runs.cost.PriceTable)."""
+    or more that have results, sweep.md pairs chat and sdk cells of one setup (`modes_markdown`) and marks the
+    accuracy–cost frontier (`prices`: a runs.cost.PriceTable)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rows = cell_rows(cells)
@@ -195,6 +211,7 @@ def write_tables(out: Path, axes: Mapping[str, list[str]], cells: list[Cell], pr
         write_atomic(out / SEEDS_CSV, to_csv(seeds, [*others, "level", "seeds", "all_complete", "mean_accuracy",
                                                      "sd_accuracy", "min_accuracy", "max_accuracy", "accuracies"]))
         markdown += f"\n## Accuracy over seeds {', '.join(axes['seed'])}\n\n{seeds_markdown(axes, seeds)}\n"
+    markdown += modes_markdown(cells)
     markdown += frontier_markdown(cells, prices)
     write_atomic(out / SWEEP_MD, markdown)
     return markdown
