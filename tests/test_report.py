@@ -128,3 +128,38 @@ def test_report_screenshot_is_not_blank(report, tmp_path):
     with Image.open(shot) as image:
         colors = image.convert("RGB").getcolors(maxcolors=1 << 20)
     assert colors is not None and len(colors) > 50  # text, tables and plotted points, not an empty page
+
+
+def test_runs_are_named_with_provenance_one_interval_per_number_and_unpaired_sets_marked(tmp_path):
+    """Two runs of one setup over different instances: each named by what answered (its folder beside, as the
+    names would clash), with its folder, start, commit, endpoint and version; tokens per correct answer has
+    the same interval in the runs table and the per-role table (it had two bootstrap draws); the runs stand
+    side by side in the figures and the frontier marked as unpaired sets."""
+    from helpers import mixed  # the gold call for every other instance
+
+    folders = {}
+    with OpenAIStub(default=mixed) as stub:
+        for name, limit in (("three", "3"), ("five", "5")):
+            folders[name] = tmp_path / name
+            done = subprocess.run([sys.executable, "-m", "apibank_bench", "run", "--model", "stub", "--base-url",
+                                   stub.url, "--limit", limit, "--no-cache", "--out-dir", str(folders[name])],
+                                  cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+            assert done.returncode in (0, 1), done.stdout[-2000:]
+    out = tmp_path / "report"
+    assert cli_main(["report", str(folders["three"]), str(folders["five"]), "--out", str(out)]) == 0
+    page = html.unescape((out / "index.html").read_text(encoding="utf-8"))
+    assert re.search(r">single / stub[^<]* \(three\)<", page) and re.search(r">single / stub[^<]* \(five\)<", page)
+    summary = json.loads((folders["three"] / "summary.json").read_text())
+    config = summary["config"]
+    for fact in (config["provenance"]["started_at"], config["git_revision"][:12], config["model"]["base_urls"][0],
+                 config["packages"]["apibank-bench"], ">three<"):
+        assert fact in page, fact
+    per_correct = summary["tokens_per_correct"]
+    low, high = per_correct["ci_95"]
+    shown = f"{per_correct['tokens_per_correct']:.0f} [{low:.0f}, {'∞' if high is None else format(high, '.0f')}]"
+    runs_section = page.split("<h2>Runs</h2>")[1].split("<h2>")[0]
+    role_section = page.split("<h2>Accuracy against tokens</h2>")[1].split("<h2>")[0]
+    assert shown in runs_section and shown in role_section  # the run's one role: one figure, one interval
+    assert page.count("Unpaired: these runs hold different sets of instances") >= 3  # runs, accuracy, frontier
+    assert re.search(r">single / stub[^<]* \(five\) \[instances B \(5\)\]<",
+                     page.split("<h2>Accuracy–cost frontier</h2>")[1])

@@ -189,8 +189,9 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def plot(result: dict[str, Any]) -> bytes | None:
-    """Accuracy against cost with both intervals; the frontier drawn as a step line."""
+def plot(result: dict[str, Any], tags: dict[str, str] | None = None) -> bytes | None:
+    """Accuracy against cost with both intervals; the frontier drawn as a step line. `tags`: runs over
+    different instance sets, each marked with its set's letter beside its number (unpaired)."""
     from apibank_bench.reports.plots import _png, plt
 
     points = [p for p in result["points"] if p.cost is not None]
@@ -210,7 +211,8 @@ def plot(result: dict[str, Any]) -> bytes | None:
         ax.errorbar([p.cost for p in chosen], [p.accuracy for p in chosen], xerr=xerr, yerr=yerr, fmt=marker,
                     color=color, capsize=3, label=status)
         for p in chosen:  # the table's number: names are long, and points of one accuracy would overprint them
-            ax.annotate(str(number[p.name]), (p.cost, p.accuracy), textcoords="offset points", xytext=(5, 5),
+            letter = (tags or {}).get(p.name, "").removeprefix("instances ")[:1]
+            ax.annotate(f"{number[p.name]}" + (f" (set {letter})" if letter else ""), (p.cost, p.accuracy), textcoords="offset points", xytext=(5, 5),
                         fontsize="small")
     on = [p for p in points if p.status == ON]
     ax.step([p.cost for p in on], [p.accuracy for p in on], where="post", color="#1b9e77", label="frontier")

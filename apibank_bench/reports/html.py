@@ -17,7 +17,8 @@ from typing import Any
 from pathlib import Path
 from urllib.parse import quote
 
-from apibank_bench.reports.compare import MDD_NOTE, Run, compare_runs, first_epoch, format_mdd, format_p, load_run
+from apibank_bench.reports.compare import (MDD_NOTE, Run, compare_runs, first_epoch, format_mdd, format_p, load_run,
+                                          pairing_words)
 from apibank_bench.reports.modes import mode_comparisons
 from apibank_bench.runs.epochs import correct_epochs
 from apibank_bench.runs.results import SUMMARY, TRACES, read_trace, trace_name
@@ -42,7 +43,8 @@ td.ok { background: #dff0d8; } td.fail { background: #f8d7da; } td.err { backgro
 
 
 def find_runs(paths: list) -> list[Run]:
-    """The results folders in `paths` (each a results folder or a folder of them), uniquely named."""
+    """The results folders in `paths` (each a results folder or a folder of them), each named by what answered
+    and its setup (`_label`), with its folder beside it where two runs would share a name."""
     found: list[tuple[Path, str]] = []
     for root in map(Path, paths):
         if (root / SUMMARY).is_file():
@@ -52,10 +54,14 @@ def find_runs(paths: list) -> list[Run]:
             found.append((summary.parent, str(summary.parent.relative_to(root.parent))))
     if not found:
         raise FileNotFoundError(f"no results folder ({SUMMARY}) under {' '.join(map(str, paths))}")
-    names = [name for _, name in found]
+    runs = [load_run(path, folder) for path, folder in found]
+    labels = [_label(run) for run in runs]
+    names = [label if labels.count(label) == 1 else f"{label} ({folder})" for label, (_, folder) in zip(labels, found)]
     if len(set(names)) < len(names):
-        names = [f"{index + 1}:{name}" for index, name in enumerate(names)]
-    return [load_run(path, name) for (path, _), name in zip(found, names)]
+        names = [f"{index + 1}: {name}" for index, name in enumerate(names)]
+    for run, name, (_, folder) in zip(runs, names, found):
+        run.name, run.folder = name, folder
+    return runs
 
 
 def _fmt(value, spec: str = ".1%") -> str:
@@ -132,16 +138,61 @@ def _per_correct(part: dict) -> str:
     return f"{part['tokens_per_correct']:.0f} {interval_text(part['ci_95'])}"
 
 
-def runs_table(runs: list[Run], summaries: list[dict]) -> str:
+def runs_table(runs: list[Run], summaries: list[dict], tags: dict[str, str] | None = None) -> str:
+    tags = tags or {}
     header = ["run", "setup", "n (instances)", "correct", "errors", "accuracy", "95% Wilson (eff. n with epochs)",
               "acc. completed",
               "tokens / inst.", "tokens / correct [95%]", "usage missing", "wall time (s)", "flags"]
-    rows = [[run.name, _label(run), s["total"], _correct(s), s["errors"], _fmt(s["accuracy"]), _interval(s),
+    rows = [[run.name, _label(run), f"{s['total']} ({tags[run.name]})" if run.name in tags else s["total"], _correct(s), s["errors"], _fmt(s["accuracy"]), _interval(s),
              _fmt(s["accuracy_completed"]), _fmt(s["tokens_per_instance"]["total_per_instance"], ".0f"),
              _per_correct(s["tokens_per_correct"]),
              s["tokens_per_instance"]["instances_missing_usage"], _fmt(run.summary.get("wall_time_s"), ".1f"),
              _flags(s)] for run, s in zip(runs, summaries)]
     return _table(header, rows, name_columns=2)
+
+
+def provenance_table(runs: list[Run]) -> str:
+    """Where each run's numbers came from: its folder, when it started, the code's commit, the endpoint, the
+    package's version (what summary.json recorded; "—" for a folder scored from saved answers)."""
+    rows = []
+    for run in runs:
+        config = run.config
+        model = config.get("model") or {}
+        commit = config.get("git_revision")
+        rows.append([run.name, (run.folder or run.path.name, None, None, str(run.path.resolve())),
+                     (config.get("provenance") or {}).get("started_at") or "—",
+                     commit[:12] + ("+dirty" if commit.endswith("+dirty") else "") if commit else "—",
+                     ", ".join(model.get("base_urls") or []) or "—",
+                     (config.get("packages") or {}).get("apibank-bench") or "—"])
+    return _table(["run", "folder", "started (UTC)", "commit", "endpoint", "apibank-bench"], rows, 2)
+
+
+def instance_sets(runs: list[Run]) -> dict[str, str]:
+    """Runs over different sets of instances, each tagged with its set ("instances B (34)"); empty when every
+    run holds the same instances (epoch 0's rows, as the pairing takes them)."""
+    sets = [frozenset(first_epoch(run.rows)) for run in runs]
+    distinct = list(dict.fromkeys(sets))
+    if len(distinct) <= 1:
+        return {}
+    return {run.name: f"instances {chr(ord('A') + distinct.index(held))} ({len(held)})"
+            for run, held in zip(runs, sets)}
+
+
+def unpaired_note(tags: dict[str, str]) -> str:
+    """Said wherever runs over different instance sets stand side by side."""
+    if not tags:
+        return ""
+    groups: dict[str, list[str]] = {}
+    for name, tag in tags.items():
+        groups.setdefault(tag, []).append(name)
+    listed = "; ".join(f"{tag}: {', '.join(names)}" for tag, names in groups.items())
+    return (f'<p class="note">Unpaired: these runs hold different sets of instances ({escape(listed)}). Side by side '
+            "their accuracies and costs are over different instances, so their differences are not paired "
+            "comparisons; the paired comparisons below use the instances both runs hold.</p>")
+
+
+def _tagged(names: list[str], tags: dict[str, str]) -> list[str]:
+    return [f"{name} [{tags[name]}]" if name in tags else name for name in names]
 
 
 def epochs_table(runs: list[Run], summaries: list[dict]) -> str:
@@ -250,6 +301,8 @@ def comparisons_table(result: dict) -> str:
     warnings += "".join(f'<p class="note">{escape(comp["run"])} ran another selection of instances '
                         f'({escape("; ".join(comp["notes"]))}): paired on the instances both hold</p>'
                         for comp in result["comparisons"] if comp.get("notes"))
+    warnings += "".join(f'<p class="note">{escape(comp["run"])}: {escape(pairing_words(comp))}</p>'
+                        for comp in result["comparisons"] if pairing_words(comp))
     rows = []
     for comp in result["comparisons"]:
         for level, row in [*comp["by_level"].items(), ("overall", comp["overall"])]:
@@ -339,7 +392,7 @@ def copy_traces(runs: list[Run], out: Path) -> list[str]:
     return folders
 
 
-def frontier_section(runs: list[Run], seed: int, prices) -> str:
+def frontier_section(runs: list[Run], seed: int, prices, tags: dict[str, str] | None = None) -> str:
     """The accuracy–cost frontier: the plot (the frontier a step line), the table and the neighbours' comparisons."""
     from apibank_bench.reports import frontier
 
@@ -354,8 +407,10 @@ def frontier_section(runs: list[Run], seed: int, prices) -> str:
     neighbours = frontier.neighbour_lines(result)
     listed = ("<p>Neighbours on the frontier (paired, as <code>compare</code>):</p><ul>"
               + "".join(f"<li>{escape(line)}</li>" for line in neighbours) + "</ul>") if neighbours else ""
-    return (intro + _image(frontier.plot(result), "accuracy-cost frontier")
-            + f'<div id="frontier">{_table(frontier.HEADER, frontier.rows(result), name_columns=2)}</div>' + listed)
+    tags = tags or {}
+    table = [[*row[:1], *_tagged(row[1:2], tags), *row[2:]] for row in frontier.rows(result)]
+    return (intro + unpaired_note(tags) + _image(frontier.plot(result, tags), "accuracy-cost frontier")
+            + f'<div id="frontier">{_table(frontier.HEADER, table, name_columns=2)}</div>' + listed)
 
 
 def recorded_prices(runs: list[Run]):
@@ -380,11 +435,13 @@ def build_report(paths: list, out: Path, seed: int = 0, prices=None) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     summaries = [summarize_rows(run.rows, read_traces(run.path / TRACES)) for run in runs]
-    names = [run.name for run in runs]
+    tags = instance_sets(runs)
+    names = _tagged([run.name for run in runs], tags)  # in the figures, where runs stand side by side
     sections = [
-        ("Runs", runs_table(runs, summaries) + sweep_tables(paths)),
-        ("Accuracy with 95% Wilson intervals", _image(plots.accuracy_intervals(names, summaries), "accuracy")
-         + levels_table(runs, summaries)),
+        ("Runs", runs_table(runs, summaries, tags) + unpaired_note(tags) + provenance_table(runs)
+         + sweep_tables(paths)),
+        ("Accuracy with 95% Wilson intervals", unpaired_note(tags)
+         + _image(plots.accuracy_intervals(names, summaries), "accuracy") + levels_table(runs, summaries)),
         ("Failures by stage and reason", failures_table(runs, summaries)
          + _image(plots.failures_by_stage(names, summaries), "failures by stage") + reasons_table(runs, summaries)),
         ("Accuracy against tokens", _image(plots.accuracy_vs_tokens(names, summaries), "accuracy against tokens")
@@ -401,7 +458,7 @@ def build_report(paths: list, out: Path, seed: int = 0, prices=None) -> Path:
     if modes:
         sections.append(("Chat against function calling: each model's two modes, paired", modes_section(modes)))
     if len(runs) > 1:
-        sections.append(("Accuracy–cost frontier", frontier_section(runs, seed, prices or recorded_prices(runs))))
+        sections.append(("Accuracy–cost frontier", frontier_section(runs, seed, prices or recorded_prices(runs), tags)))
         sections.append((f"Paired comparisons with {runs[0].name} (seed {seed})",
                          comparisons_table(compare_runs(runs, seed, force=True))))
     pages = instance_pages(runs, out, copy_traces(runs, out))
