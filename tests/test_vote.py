@@ -221,6 +221,7 @@ def test_issue_example_positional_calls_vote_and_win_a_tie(stub, scorer):
 def test_a_team_where_nobody_votes_has_no_answer(stub, scorer):
     solution = team_answer(stub, ["", "", "  ", ""])
     assert solution.answer is None and solution.trace["vote"]["winner"] is None
+    assert solution.answered_by == "none"  # no path answered: the row says so
     assert scorer.score(get_task(ALARM), solution.answer).stage == "parse"
 
 

@@ -164,7 +164,8 @@ def solution_from(turns: list[AgentTurn], chosen: AgentTurn | None, trace: dict[
         trace=trace,
         turns=list(turns),
         prediction=None if chosen is None else chosen.submitted(),
-        answered_by=None if chosen is None else chosen.answered_by,
+        # a team whose vote nobody won submits nothing: no path answered
+        answered_by=chosen.answered_by if chosen is not None else AnsweredBy.NONE if turns else None,
         prompt_tokens=sum(turn.prompt_tokens for turn in turns),
         completion_tokens=sum(turn.completion_tokens for turn in turns),
         model_calls=len(turns),
