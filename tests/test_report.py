@@ -163,3 +163,16 @@ def test_runs_are_named_with_provenance_one_interval_per_number_and_unpaired_set
     assert page.count("Unpaired: these runs hold different sets of instances") >= 3  # runs, accuracy, frontier
     assert re.search(r">single / stub[^<]* \(five\) \[instances B \(5\)\]<",
                      page.split("<h2>Accuracy–cost frontier</h2>")[1])
+
+
+def test_the_frontier_says_its_accuracy_and_cost_are_epoch_0_s_when_runs_have_epochs(tmp_path, apibank_root):
+    from apibank_bench.reports.html import frontier_section
+    from apibank_bench.reports.compare import load_run
+
+    tasks = eval_tasks(apibank_root)[:4]
+    folders = [score_folder(tmp_path, name, tasks, wrong=wrong) for name, wrong in (("a", set()), ("b", {1}))]
+    plain = frontier_section([load_run(folder) for folder in folders], 0, None)
+    assert "accuracy of epoch 0" not in plain
+    rows = (folders[1] / "results.jsonl").read_text().splitlines()
+    (folders[1] / "results.jsonl").write_text("\n".join([*rows, json.dumps({**json.loads(rows[0]), "epoch": 1})]) + "\n")
+    assert "accuracy of epoch 0" in frontier_section([load_run(folder) for folder in folders], 0, None)

@@ -398,7 +398,10 @@ def frontier_section(runs: list[Run], seed: int, prices, tags: dict[str, str] | 
 
     result = frontier.frontier(runs, prices, seed)
     table = result["price_table"]
+    several = any(row.epoch for run in runs for row in run.rows)
     intro = (f"<p>Cost: {escape(result['unit'])} per instance"
+             + (" and accuracy of epoch 0 (the pairing's; the runs table's tokens per instance are of all the "
+                "epochs)" if several else "")
              + (f" (prices of {escape(table['date'] or 'the command line')})" if table else "")
              + f". Off the frontier, a configuration is <em>dominated</em> when a frontier configuration is "
                f"significantly more accurate (paired, exact McNemar at alpha {result['alpha']:g}, as the gate "
