@@ -54,8 +54,13 @@ def test_a_run_equal_to_the_baseline_passes(tmp_path, gold_baseline):
 
 
 def test_a_run_worse_on_20_paired_instances_fails_with_the_p_value(tmp_path, gold_baseline):
-    run = gated(tmp_path, gold_baseline, wrong_on(set(EVAL_IDS)), "--apibank-limit", "20")
+    report = tmp_path / "report.json"
+    run = gated(tmp_path, gold_baseline, wrong_on(set(EVAL_IDS)), "--apibank-limit", "20", "--json-report",
+                "--json-report-file", str(report))
     assert run.returncode == ExitCode.WORSE, run.stdout[-3000:]  # as under `run`: not 1 (incomplete), not 4 (usage)
+    # the JSON report (written before pytest's sessionfinish) carries the verdict and the gate's exit status
+    carried = json.loads(report.read_text())
+    assert carried["apibank"]["gate"]["worse"] is True and carried["exitcode"] == ExitCode.WORSE
     p = 2 * 0.5 ** 20  # all 20 discordant pairs go one way: twice the binomial tail
     assert f"REGRESSION: significantly worse than the baseline: -100.0% on 20 paired instances (0 won, 20 lost), " \
            f"exact McNemar p = {p:.1e}, alpha 0.05" in run.stdout

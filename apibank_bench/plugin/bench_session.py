@@ -45,6 +45,8 @@ class BenchSession(XdistParts):
         self.local: Any = None  #: the embedded model this process started (llm.local_server.OnDemandServer)
         self.worker_pids: list[int] = []  #: the controller's xdist workers (a SIGTERM is handed on to them)
         self.stopped_itself = False  #: the session was stopped by the run (pytest's "interrupted", but incomplete)
+        self.session: pytest.Session | None = None  #: pytest's session, from its start
+        self.concluded = False  #: the run's end has been decided (`conclude`)
         config.stash[RUN] = self.run
 
     def quiet(self) -> bool:
@@ -64,6 +66,7 @@ class BenchSession(XdistParts):
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Before any instance runs, the data root must match the lock (else scores would be silently wrong)."""
+        self.session = session
         self.worker = is_xdist_worker(session)
         if self.worker or not self.requested:
             return
@@ -250,7 +253,12 @@ class BenchSession(XdistParts):
     def pytest_json_modifyreport(self, json_report: dict) -> None:
         from apibank_bench.runs.summary import add_summary_to_json_report
 
-        self.finish()  # pytest-json-report writes its report before our sessionfinish runs
+        if self.session is not None:  # pytest-json-report writes its report before our sessionfinish runs:
+            from apibank_bench.core.exit_codes import of_pytest_session
+
+            self.conclude(self.session)  # the summary it carries is the finished one, the gate's verdict included,
+            # and its exit code the one the process ends with (it read pytest's before the run's end was decided)
+            json_report["exitcode"] = int(of_pytest_session(int(self.session.exitstatus), self.stopped_itself))
         add_summary_to_json_report(json_report, self.run.summary)
 
     def nothing_left(self) -> bool:
@@ -269,6 +277,14 @@ class BenchSession(XdistParts):
         if is_xdist_worker(session):
             self.hand_back_counts()
             return
+        self.conclude(session)
+
+    def conclude(self, session: pytest.Session) -> None:
+        """The run's end, once (from the JSON report's hook when there is one, else at sessionfinish): the
+        summary, the session's status, and the hooks of the run's end (the gate judges there)."""
+        if self.concluded:
+            return
+        self.concluded = True
         self.stopped_itself = isinstance(session.shouldstop, str) and session.shouldstop.startswith("apibank:")
         self.finish()
         if self.not_started is not None:
