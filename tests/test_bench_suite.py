@@ -177,9 +177,40 @@ def test_restart_without_resume_calls_the_model_only_for_unfinished_instances(tm
     assert len(read_jsonl(tmp_path / "second" / "results.jsonl")) == 40
 
 
-def _llama_servers() -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "llama_cpp.server" in line or SERVER_MODULE in line]
+def _stat(pid: int) -> tuple[int, str, int] | None:
+    """(parent's pid, state, start time) of a process, from /proc (None: it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), fields[0], int(fields[19])
+
+
+def _servers_under(root: int, found: dict[int, int]) -> None:
+    """Add to `found` ({pid: start time}) each embedded model server now in `root`'s own process tree
+    (other servers of the machine, another run's or a user's, are not this run's business)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        stat = _stat(int(entry.name)) if entry.name.isdigit() else None
+        if stat is not None:
+            children.setdefault(stat[0], []).append(int(entry.name))
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            stack.append(child)
+            try:
+                command = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            stat = _stat(child)
+            if stat is not None and ("llama_cpp.server" in command or SERVER_MODULE in command):
+                found.setdefault(child, stat[2])
+
+
+def _alive(pid: int, started: int) -> bool:
+    """Whether that very process (not a later one given its pid) still runs (a zombie does not)."""
+    stat = _stat(pid)
+    return stat is not None and stat[2] == started and stat[1] not in ("Z", "X")
 
 
 def test_xdist_workers_share_the_one_embedded_server_the_controller_starts(tmp_path):
@@ -207,10 +238,21 @@ def test_no_endpoint_means_the_embedded_model_solves_two_instances(tmp_path):
     env = {key: value for key, value in os.environ.items()
            if key not in {"OPENAI_BASE_URL", "APIBANK_BASE_URLS", "APIBANK_BASE_URL", "APIBANK_MODEL",
                           "APIBANK_LOCAL_SERVER_URL"}}
-    before = _llama_servers()
-    run = subprocess.run([sys.executable, "-m", "apibank_bench", "run", "--limit", "2", "--no-cache",
-                          "--out-dir", str(tmp_path)], cwd=PROJECT_ROOT, env=env, capture_output=True,
-                         text=True, timeout=900)
+    servers: dict[int, int] = {}  #: the embedded servers the run started: its own process tree, watched as it runs
+    with open(tmp_path.parent / "stdout", "w+") as stdout, open(tmp_path.parent / "stderr", "w+") as stderr:
+        process = subprocess.Popen([sys.executable, "-m", "apibank_bench", "run", "--limit", "2", "--no-cache",
+                                    "--out-dir", str(tmp_path)], cwd=PROJECT_ROOT, env=env, stdout=stdout,
+                                   stderr=stderr, text=True)
+        deadline = time.monotonic() + 900
+        while process.poll() is None and time.monotonic() < deadline:
+            _servers_under(process.pid, servers)
+            time.sleep(0.2)
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        stdout.seek(0)
+        stderr.seek(0)
+        run = subprocess.CompletedProcess(process.args, process.returncode, stdout.read(), stderr.read())
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "starting the embedded local model" in run.stdout
     results = read_jsonl(tmp_path / "results.jsonl")
@@ -222,4 +264,5 @@ def test_no_endpoint_means_the_embedded_model_solves_two_instances(tmp_path):
     assert len(list((tmp_path / "traces").glob("*.json"))) == 2
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["config"]["model"]["constrained"] is True
-    assert _llama_servers() == before  # the server is stopped with the run
+    assert len(servers) == 1, servers  # it started one embedded server...
+    assert not [pid for pid, started in servers.items() if _alive(pid, started)]  # ...and stopped it with the run

@@ -209,7 +209,7 @@ class FolderMachine(RuleBasedStateMachine):
 
     def run(self, out: Path, *flags: str, pytest_args: tuple[str, ...] = ()) -> int:
         argv = ["run", "--out-dir", str(out), "--model", "stub", "--base-url", self.stub.url, "--no-cache",
-                "--max-retries", "0", "--max-consecutive-errors", "0", "--concurrency", "2",
+                "--max-retries", "0", "--down-after", "0", "--concurrency", "2",
                 "--epochs", str(self.epochs), *flags, "--", "-o", f"cache_dir={self.tmp / 'pytest-cache'}",
                 *pytest_args]
         self.sessions += 1
@@ -374,7 +374,7 @@ class FolderMachine(RuleBasedStateMachine):
         command = [sys.executable, "-m", "pytest", str(PROJECT_ROOT / "bench_tests"), "-q", "-p", "no:cacheprovider",
                    "-p", "kill_plugin", "--apibank-out-dir", str(self.out), "--apibank-model", "stub",
                    "--apibank-base-url", self.stub.url, "--apibank-no-cache", "--apibank-max-retries", "0",
-                   "--apibank-max-consecutive-errors", "0", "--apibank-concurrency", "1",
+                   "--apibank-down-after", "0", "--apibank-concurrency", "1",
                    "--apibank-epochs", str(self.epochs), "--apibank-resume",
                    *("--apibank-" + flag[2:] if flag.startswith("--") else flag for flag in flags)]
         env = {**os.environ, "APIBANK_KILL_AFTER": str(after),

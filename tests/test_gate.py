@@ -81,7 +81,7 @@ def test_errors_are_never_regressions(tmp_path, gold_baseline):
 
     # No circuit breaker: 15 failures answered before the 5 successes must not stop the run.
     run = gated(tmp_path, gold_baseline, respond, "--apibank-limit", "20", "--apibank-max-retries", "0",
-                "--apibank-max-consecutive-errors", "0")
+                "--apibank-down-after", "0")
     assert "errors left out: 0 in the baseline, 15 in this run" in run.stdout, run.stdout[-3000:]
     assert "apibank gate: passed: not worse than the baseline: +0.0% on 5 paired instances" in run.stdout
     assert run.returncode == 1 and "INCOMPLETE" in run.stdout  # incomplete, not a regression

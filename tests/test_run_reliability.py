@@ -194,7 +194,7 @@ def test_hostile_answers_lose_nothing_under_xdist(tmp_path):
 def test_a_resumed_runs_wall_time_covers_both_parts(tmp_path):
     with OpenAIStub(default=Reply(status=500)) as dead:
         run_command(tmp_path, "--model", "stub", "--base-url", dead.url, "--limit", "3", "--max-retries", "0",
-                    "--no-cache", "--max-consecutive-errors", "0")
+                    "--no-cache", "--down-after", "0")
     first = json.loads((tmp_path / "summary.json").read_text())["wall_time_s"]
     with OpenAIStub(default=mixed) as alive:
         assert run_command(tmp_path, "--model", "stub", "--base-url", alive.url, "--limit", "3", "--resume",

@@ -59,6 +59,18 @@ def test_openai_variables_and_secrets():
                    ).base_url == ["http://a/v1"]
 
 
+def test_max_consecutive_errors_is_deprecated_and_only_its_0_still_turns_the_breaker_off():
+    from apibank_bench.agents.models import down_after
+
+    with pytest.warns(DeprecationWarning, match="--apibank-max-consecutive-errors is deprecated.*0 still turns"):
+        assert down_after(resolve(options={"max_consecutive_errors": "0"})) == 0.0
+    with pytest.warns(DeprecationWarning, match="--apibank-max-consecutive-errors is deprecated.*count is ignored"):
+        assert down_after(resolve(options={"max_consecutive_errors": "5", "down_after": "7"})) == 7.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert down_after(resolve(options={"down_after": "0"})) == 0.0  # what the suite's own tests use
+
+
 def test_deprecated_names_still_work_with_a_warning():
     with pytest.warns(DeprecationWarning, match="APIBANK_BASE_URLS is deprecated.*APIBANK_BASE_URL"):
         assert resolve(env={"APIBANK_BASE_URLS": "http://a/v1,http://b/v1", "APIBANK_MODEL": "m"}
