@@ -183,3 +183,27 @@ def test_the_summary_and_the_closing_lines_say_how_many_calls_the_cache_answered
     assert "response cache: answered 0 of 16 model calls" in first.stdout, first.stdout[-2000:]
     assert "response cache: answered 16 of 16 model calls" in second.stdout, second.stdout[-2000:]
     assert summary_of(tmp_path / "second")["cache"] == {"model_calls": 16, "answered_by_cache": 16}
+
+
+def test_resume_with_the_folder_alone_takes_its_settings_and_still_refuses_one_given_otherwise(tmp_path):
+    # `--resume --out-dir DIR` alone finishes a run: its measured and selection settings, and its endpoint, are
+    # the folder's (run.json); one given and different is refused by name, as before.
+    env = {key: "" for key in ("OPENAI_BASE_URL", "APIBANK_BASE_URL", "APIBANK_MODEL", "APIBANK_EPOCHS")}
+    measured = ("--model", "stub", "--epochs", "2", "--temperature", "0.5", "--limit", "3", "--no-cache",
+                "--max-retries", "0", "--down-after", "0")
+    with OpenAIStub(default=Reply(status=500)) as stub:
+        first = run_command(tmp_path, "--base-url", stub.url, *measured, env=env)
+        assert first.returncode == 1, first.stdout[-2000:]  # every case an error row: incomplete
+        stub.default = mixed
+        refused = run_command(tmp_path, "--resume", "--temperature", "0.7", env=env)
+        assert refused.returncode == 2, refused.stdout[-2000:] + refused.stderr[-2000:]
+        assert "temperature 0.5 (this run: 0.7)" in refused.stdout + refused.stderr
+        assert "epochs" not in refused.stdout + refused.stderr  # taken from the folder, not refused
+        resumed = run_command(tmp_path, "--resume", env=env)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    summary = summary_of(tmp_path)
+    assert summary["complete"] and summary["errors"] == 0 and summary["selected"] == 6  # 3 instances x 2 epochs
+    ran = summary["config"]["run"]
+    assert (ran["model"], ran["epochs"], ran["temperature"], ran["limit"]) == ("stub", 2, 0.5, 3)
+    asked = [body for body in stub.chat_requests if body["temperature"] == 0.5]
+    assert len(asked) == len(stub.chat_requests) == 12  # 6 failed, then the 6 again, all as the folder's run

@@ -18,6 +18,7 @@ invocation may then:
 from __future__ import annotations
 
 import json
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,33 @@ def stored_settings(out_dir: Path) -> dict | None:
     except ValueError:
         return None
     return run if isinstance(run, dict) else None
+
+
+#: Settings a resume never takes from the folder: the invocation's own, and the roles' models (recorded without
+#: their endpoints, so taken they would be asked at `--base-url`: a resume of a mixed team names them again).
+NOT_RESUMED = ("resume", "overwrite", "force", "out_dir", "model_role")
+
+
+def resumed_settings(cfg, given: AbstractSet[str]):
+    """`--resume --out-dir DIR`: the settings of the run there (run.json, else its summary) for every measured and
+    selection setting not `given`, and its endpoints when recorded whole (not with masked credentials), so that
+    `--resume --out-dir DIR` alone finishes a killed run. What is given stays: one that differs from the folder's
+    is still refused by name (`decide`)."""
+    if not (cfg.resume and cfg.out_dir) or cfg.overwrite:
+        return cfg
+    stored = stored_settings(Path(cfg.out_dir))
+    if not stored:
+        return cfg
+    record = cfg.to_record()
+    for setting in settings.RUN_SETTINGS:
+        name = setting.name
+        if name in given or name in NOT_RESUMED or name not in stored:
+            continue
+        if setting.role != settings.OPERATIONAL:
+            record[name] = stored[name]
+        elif name == "base_url" and not any("***" in url for url in stored[name]):
+            record[name] = list(stored[name])
+    return settings.from_record(record)
 
 
 def holds_results(out_dir: Path) -> bool:

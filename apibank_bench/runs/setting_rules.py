@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 
 from apibank_bench.core.paths import PROJECT_ROOT
-from apibank_bench.core.settings import RunConfig, hand_down_choices, hand_down_rule, markdown_table, write_readme_table
+from apibank_bench.core.settings import (RunConfig, hand_down_choices, hand_down_completion, hand_down_rule, markdown_table,
+                                         write_readme_table)
 
 
 def _topologies() -> list[str]:
@@ -60,14 +61,23 @@ def _model_and_endpoint(cfg: RunConfig) -> None:
         check_model_and_endpoint(cfg)
 
 
+def _resumed(cfg: RunConfig, given) -> RunConfig:
+    if not (cfg.resume and cfg.out_dir):
+        return cfg
+    from apibank_bench.runs.folder import resumed_settings
+
+    return resumed_settings(cfg, given)
+
+
 def hand_down() -> None:
-    """Give core's settings these choices and rules (again: no change)."""
+    """Give core's settings these choices, rules and the resume's completion (again: no change)."""
     hand_down_choices("topology", _topologies)
     hand_down_choices("agent_kind", _agent_kinds)
     hand_down_choices("toolsearcher_scorer", _toolsearcher_scorers)
     hand_down_rule(_team_size)
     hand_down_rule(_history)
     hand_down_rule(_model_and_endpoint)
+    hand_down_completion(_resumed)
 
 
 def main(argv: list[str]) -> None:

@@ -30,7 +30,7 @@ from apibank_bench.core.settings.parsers import (
     parse_model_roles, parse_prices, parse_shard, parse_urls,
 )
 from apibank_bench.core.settings.resolve import (
-    command_values, from_environment, given_names, hand_down_rule, of_command, resolve,
+    checked, command_values, from_environment, given_names, hand_down_completion, hand_down_rule, of_command, resolve,
     resolve_sweep, run_config_of, value_from_environment, value_of,
 )
 from apibank_bench.core.settings.run_config import RUN_SETTINGS, SERVER_KINDS, RunConfig, from_record
@@ -49,8 +49,8 @@ __all__ = [
     "LIBRARY_ENVIRONMENT", "MEASUREMENT", "METHODS", "NO_ROLE_MODELS", "OPERATIONAL", "README_BLOCK", "ROLES",
     "RUN_COMMANDS", "RUN_DEFAULT_LIMIT", "RUN_SETTINGS", "SELECTION", "SERVER_KINDS", "SETTINGS", "SWEEP_SETTINGS",
     "TEAM_COMMANDS", "RunConfig", "Setting", "Voice", "above", "add_command_flags", "add_pytest_options", "at_least",
-    "command_values", "command_voice", "differences", "flag", "from_environment", "from_record", "given_names",
-    "hand_down_choices", "hand_down_rule", "library_environment", "markdown_table", "model_role_parts",
+    "checked", "command_values", "command_voice", "differences", "flag", "from_environment", "from_record", "given_names",
+    "hand_down_choices", "hand_down_completion", "hand_down_rule", "library_environment", "markdown_table", "model_role_parts",
     "names_with_role", "of_command", "parse_alpha", "parse_bool", "parse_json_object", "parse_list",
     "parse_model_roles", "parse_prices", "parse_shard", "parse_urls", "pytest_argv", "resolve", "resolve_sweep",
     "run_config_of", "run_limit", "secrets_in_environment", "spoken", "use_voice", "value_from_environment",

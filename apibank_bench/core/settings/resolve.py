@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import warnings
 from types import SimpleNamespace
-from typing import Any, Callable, Iterable, Mapping
+from typing import AbstractSet, Any, Callable, Iterable, Mapping
 
 from apibank_bench.core.settings.run_config import RUN_SETTINGS, RunConfig, _fresh
 from apibank_bench.core.settings.setting import Setting
@@ -17,6 +17,15 @@ from apibank_bench.core.settings.voice import flag
 
 #: Checks of a whole RunConfig that the layer owning what they name hands down (each raises ValueError).
 _RULES: list[Callable[[RunConfig], None]] = []
+#: What completes a resolved RunConfig from elsewhere, given the names of the settings the user set (the runs
+#: layer's: `--resume --out-dir DIR` takes the folder's recorded settings for those not given).
+_COMPLETIONS: list[Callable[[RunConfig, AbstractSet[str]], RunConfig]] = []
+
+
+def hand_down_completion(complete: Callable[[RunConfig, AbstractSet[str]], RunConfig]) -> None:
+    """`complete(cfg, given)` runs on every RunConfig `resolve` makes, before the rules."""
+    if complete not in _COMPLETIONS:
+        _COMPLETIONS.append(complete)
 
 
 def hand_down_rule(check: Callable[[RunConfig], None]) -> None:
@@ -87,9 +96,19 @@ def _resolve(chosen: Iterable[Setting], option_value: Callable[[Setting], Any], 
 
 def resolve(option_value: Callable[[Setting], Any] = lambda s: None,
             ini_value: Callable[[Setting], Any] = lambda s: None,
-            environ: Mapping[str, str] | None = None) -> RunConfig:
-    """A run's settings (pytest options: `option_value` answers for `--apibank-NAME`)."""
+            environ: Mapping[str, str] | None = None, given: AbstractSet[str] | None = None) -> RunConfig:
+    """A run's settings (pytest options: `option_value` answers for `--apibank-NAME`). `given`: the names of the
+    settings the user set (default: those the options, the ini file or the environment give)."""
     cfg = RunConfig(**_resolve(RUN_SETTINGS, option_value, lambda s: flag(s.name), ini_value, environ))
+    if _COMPLETIONS:
+        names = given if given is not None else given_names(option_value, ini_value, environ)
+        for complete in _COMPLETIONS:
+            cfg = complete(cfg, names)
+    return checked(cfg)
+
+
+def checked(cfg: RunConfig) -> RunConfig:
+    """`cfg` once the handed-down rules accept it (each raises ValueError naming the flag to change)."""
     for check in _RULES:
         check(cfg)
     return cfg
@@ -142,8 +161,8 @@ def run_config_of(args: Any, environ: Mapping[str, str] | None = None, **given: 
     def flag(setting: Setting) -> Any:
         return given[setting.name] if setting.name in given else getattr(args, setting.name, None)
 
-    try:
-        return resolve(flag, environ=environ)
+    try:  # what the user set: the flags and the environment, not what the command fills in itself
+        return resolve(flag, environ=environ, given=given_names(lambda s: getattr(args, s.name, None), environ=environ))
     except ValueError as exc:
         raise ValueError(str(exc).replace("--apibank-", "--")) from None
 

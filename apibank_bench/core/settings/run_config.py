@@ -105,7 +105,8 @@ class RunConfig:
         "holding the ID)", role=_OP, commands=("run", "score", "show"))
     resume: bool = setting(
         "continue the run in the out dir: skip instances already finished in `results.jsonl` "
-        "(errored ones run again); refused if the run there measured other settings; `optimize`: continue a "
+        "(errored ones run again); settings not given are that run's (`run.json`), and one given that differs "
+        "from a measured one refuses it; `optimize`: continue a "
         "killed job from its finished phases", parse_bool, False, flag=True, role=_OP,
         commands=("run", "optimize"))
     overwrite: bool = setting(
