@@ -293,19 +293,25 @@ def _chat_or_tools(body: dict) -> Reply:
     return Reply(text=task.gold_call if EVAL_IDS.index(task.combined_id) % 3 else "[NoSuchApi(x='1')]")
 
 
-def test_compare_and_the_report_pair_a_chat_run_with_the_sdk_run_of_its_model(tmp_path):
-    from apibank_bench.reports.compare import compare, format_table
-    from apibank_bench.reports.html import build_report
+@pytest.fixture(scope="module")
+def two_modes(tmp_path_factory):
+    """A chat run and an sdk run of one model through the stand-in, and an sdk run of another model."""
     from helpers import run_command
 
-    common = ("--model", "stub", "--limit", "6", "--no-cache")
+    folder = tmp_path_factory.mktemp("modes")
+    common = ("--limit", "6", "--no-cache")
     with OpenAIStub(default=_chat_or_tools) as stub:
-        for kind in ("chat", "sdk"):
-            done = run_command(tmp_path / kind, *common, "--base-url", stub.url, "--agent-kind", kind)
+        for name, model, kind in (("chat", "stub", "chat"), ("sdk", "stub", "sdk"), ("other", "other", "sdk")):
+            done = run_command(folder / name, *common, "--model", model, "--base-url", stub.url, "--agent-kind", kind)
             assert done.returncode in (0, 1), done.stdout[-3000:]
-        other = run_command(tmp_path / "other", "--model", "other", "--limit", "6", "--no-cache", "--base-url",
-                            stub.url, "--agent-kind", "sdk")  # another model: not the chat run's other mode
-    result = compare([tmp_path / "chat", tmp_path / "sdk", tmp_path / "other"])
+    return folder
+
+
+def test_compare_and_the_report_pair_a_chat_run_with_the_sdk_run_of_its_model(two_modes, tmp_path):
+    from apibank_bench.reports.compare import compare, format_table
+    from apibank_bench.reports.html import build_report
+
+    result = compare([two_modes / "chat", two_modes / "sdk", two_modes / "other"])  # other: another model's
     [modes] = result["modes"]
     assert (modes["chat"], modes["sdk"], modes["paired"]) == ("chat", "sdk", 6)
     assert (modes["overall"]["accuracy_baseline"], modes["overall"]["accuracy_run"]) == (4 / 6, 1.0)
@@ -316,9 +322,21 @@ def test_compare_and_the_report_pair_a_chat_run_with_the_sdk_run_of_its_model(tm
     table = format_table(result)
     assert "chat vs sdk (stub, single; tool parse both, history text): chat 66.7%, sdk 100.0% on 6 paired" in table
     assert "answered by: chat text 6; sdk tool_call 2, client_parse 2, text 2" in table
-    report = build_report([tmp_path / "chat", tmp_path / "sdk"], tmp_path / "report").read_text()
+    report = build_report([two_modes / "chat", two_modes / "sdk"], tmp_path / "report").read_text()
     assert "Chat against function calling" in report and "<td>+33.3%</td>" in report
-    assert other.returncode in (0, 1)
+
+
+def test_the_report_shows_the_two_modes_in_headless_chromium(two_modes, tmp_path):
+    from apibank_bench.reports.html import build_report
+    from helpers import Page, browse
+
+    index = build_report([two_modes / "chat", two_modes / "sdk"], tmp_path / "report")
+    dom = browse(index, tmp_path / "profile", "--dump-dom").stdout
+    page = Page()
+    page.feed(dom)
+    for heading in ("Which path answered", "Chat against function calling"):
+        assert any(heading in h for h in page.headings), heading
+    assert "+33.3%" in dom and "tool_call 2, client_parse 2, text 2" in dom and page.scripts == 0
 
 
 def test_a_sweep_over_both_agent_kinds_writes_the_model_by_mode_table(tmp_path, capsys):
