@@ -193,7 +193,9 @@ def test_run_hands_pytest_the_resolved_settings_not_options():
     args = parser.parse_args(["run", "--topology", "decentralized", "--team-size", "8", "--rounds", "1",
                               "--limit", "5", "--model", "m", "--base-url", "http://a/v1", "http://b/v1",
                               "--no-constrained", "--temperature", "0", "--batch", "-n", "2"])
-    passed = pytest_args(args)[1:]
+    argv = pytest_args(args)
+    assert argv[:2] == ["--pyargs", "apibank_bench.bench"]  # the package's benchmark module, from any folder
+    passed = argv[2:]
     assert passed[:2] == ["-n", "2"] and not [arg for arg in passed if arg.startswith("--apibank-")]  # nothing to parse again
     cfg = run_settings(args)
     assert (cfg.topology, cfg.team_size, cfg.rounds, cfg.limit, cfg.model) == ("decentralized", 8, 1, 5, "m")
