@@ -12,9 +12,7 @@ near 3 (the size ratio); quadratic growth as one near 9.
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -22,6 +20,7 @@ if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))  # runs from a checkout without installing
 
 from apibank_bench.scoring.parsing import ParseError, parse_call  # noqa: E402
+from growth_table import print_growth  # noqa: E402
 
 # Each family makes an answer of roughly `size` characters.
 FAMILIES = {
@@ -35,28 +34,12 @@ FAMILIES = {
 SIZES = (1_000, 3_000, 10_000, 30_000, 90_000)
 
 
-def best_time(answer: str, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        try:
-            parse_call(answer)
-        except ParseError:
-            pass
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=3, help="runs per size; the fastest is reported")
-    args = parser.parse_args()
-    print(f"{'family':<26}" + "".join(f"{size:>10,}" for size in SIZES) + f"{'90k/30k':>9}{'size ratio':>12}")
-    for name, make in FAMILIES.items():
-        times = [best_time(make(size), args.repeats) for size in SIZES]
-        cells = "".join(f"{seconds * 1000:>8.1f}ms" for seconds in times)
-        print(f"{name:<26}{cells}{times[-1] / times[-2]:>9.1f}{SIZES[-1] / SIZES[-2]:>12.1f}")
+def parse(answer: str) -> None:
+    try:
+        parse_call(answer)
+    except ParseError:
+        pass
 
 
 if __name__ == "__main__":
-    main()
+    print_growth(__doc__, FAMILIES, SIZES, parse, "90k/30k")

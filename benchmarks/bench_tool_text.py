@@ -12,10 +12,8 @@ size ratio) is linear growth, near 9 quadratic.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -23,6 +21,7 @@ if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))  # runs from a checkout without installing
 
 from apibank_bench.agents.tool_answer import read_answer  # noqa: E402
+from growth_table import print_growth  # noqa: E402
 
 SCHEMAS = [{"name": "AddAlarm", "input_parameters": {"token": {"type": "str"}, "time": {"type": "str"}}}]
 FAMILIES = {
@@ -37,25 +36,5 @@ FAMILIES = {
 SIZES = (1_000, 10_000, 100_000, 300_000, 900_000)
 
 
-def best_time(text: str, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        read_answer(text, [], SCHEMAS, "both")
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=3, help="runs per size; the fastest is reported")
-    args = parser.parse_args()
-    print(f"{'family':<26}" + "".join(f"{size:>11,}" for size in SIZES) + f"{'900k/300k':>11}{'size ratio':>12}")
-    for name, make in FAMILIES.items():
-        times = [best_time(make(size), args.repeats) for size in SIZES]
-        cells = "".join(f"{seconds * 1000:>9.2f}ms" for seconds in times)
-        print(f"{name:<26}{cells}{times[-1] / max(times[-2], 1e-9):>11.1f}{SIZES[-1] / SIZES[-2]:>12.1f}")
-
-
 if __name__ == "__main__":
-    main()
+    print_growth(__doc__, FAMILIES, SIZES, lambda text: read_answer(text, [], SCHEMAS, "both"), "900k/300k", 2)
