@@ -113,9 +113,10 @@ def check_closing(text: str, rows: list[dict], cases: list, deselected: set, epo
     errors = sum(kind(row) == "error" for row in rows)
     instances = {row["id"] for row in rows}
     repeats = len(rows) != len(instances)
-    [header] = [line for line in lines if line.startswith("level ") and "correct" in line][-1:]
-    assert ("attempts" in header) == repeats, header
-    [overall] = [line for line in lines if line.startswith("overall ")][-1:]
+    start = max(index for index, line in enumerate(lines) if line.startswith("=") and " API-Bank: " in line)
+    header = lines[start + 1]
+    assert header.startswith("level ") and ("attempts" in header) == repeats, header
+    overall = next(line for line in lines[start:] if line.startswith("overall "))  # (the epochs table's is after)
     numbers = overall.split()
     expected = [str(correct), *([str(len(rows))] if repeats else []), str(len(instances)), str(errors),
                 _percent(correct, len(rows))]
