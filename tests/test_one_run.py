@@ -207,3 +207,17 @@ def test_resume_with_the_folder_alone_takes_its_settings_and_still_refuses_one_g
     assert (ran["model"], ran["epochs"], ran["temperature"], ran["limit"]) == ("stub", 2, 0.5, 3)
     asked = [body for body in stub.chat_requests if body["temperature"] == 0.5]
     assert len(asked) == len(stub.chat_requests) == 12  # 6 failed, then the 6 again, all as the folder's run
+
+
+def test_a_resume_given_part_of_a_selection_runs_that_selection_not_the_folders(monkeypatch):
+    import apibank_bench.runs.folder as folder
+
+    stored = {"model": "stub", "epochs": 2, "limit": 3, "only": [], "base_url": ["http://u:***@h/v1"]}
+    monkeypatch.setattr(folder, "stored_settings", lambda out_dir: stored)
+    cfg = settings.from_record({**settings.from_environment({}).to_record(), "resume": True, "out_dir": "x",
+                                "only": ["a", "b"]})
+    resumed = folder.resumed_settings(cfg, {"resume", "out_dir", "only"})
+    assert (resumed.model, resumed.epochs, resumed.limit, resumed.only) == ("stub", 2, None, ["a", "b"])
+    alone = folder.resumed_settings(cfg, {"resume", "out_dir"})
+    assert (alone.limit, alone.only) == (3, [])  # the folder's whole selection
+    assert resumed.base_url == alone.base_url == []  # an endpoint recorded with a masked credential is not taken

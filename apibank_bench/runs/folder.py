@@ -63,21 +63,24 @@ NOT_RESUMED = ("resume", "overwrite", "force", "out_dir", "model_role")
 
 
 def resumed_settings(cfg, given: AbstractSet[str]):
-    """`--resume --out-dir DIR`: the settings of the run there (run.json, else its summary) for every measured and
-    selection setting not `given`, and its endpoints when recorded whole (not with masked credentials), so that
-    `--resume --out-dir DIR` alone finishes a killed run. What is given stays: one that differs from the folder's
-    is still refused by name (`decide`)."""
+    """`--resume --out-dir DIR`: the settings of the run there (run.json, else its summary) for every measured
+    setting not `given`, its selection when no part of one is given, and its endpoints when recorded whole (not
+    with masked credentials), so that `--resume --out-dir DIR` alone finishes a killed run. What is given stays:
+    a measured setting that differs from the folder's is still refused by name (`decide`)."""
     if not (cfg.resume and cfg.out_dir) or cfg.overwrite:
         return cfg
     stored = stored_settings(Path(cfg.out_dir))
     if not stored:
         return cfg
     record = cfg.to_record()
+    # The selection is one choice (`--only` without `--limit` runs every named instance): the folder's, unless
+    # any part of it is given.
+    selection = not any(s.name in given for s in settings.RUN_SETTINGS if s.role == settings.SELECTION)
     for setting in settings.RUN_SETTINGS:
         name = setting.name
         if name in given or name in NOT_RESUMED or name not in stored:
             continue
-        if setting.role != settings.OPERATIONAL:
+        if setting.role == settings.MEASUREMENT or (setting.role == settings.SELECTION and selection):
             record[name] = stored[name]
         elif name == "base_url" and not any("***" in url for url in stored[name]):
             record[name] = list(stored[name])
