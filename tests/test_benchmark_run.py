@@ -55,9 +55,9 @@ def test_a_script_starts_the_embedded_model_once_and_stops_it(tmp_path, monkeypa
     """llama-cpp-python's server stood in by the scripted stub (tests/embedded_stand_in.py)."""
     starts = tmp_path / "starts.log"
     monkeypatch.setenv("APIBANK_STARTS_LOG", str(starts))
-    from apibank_bench.llm import local_server
+    from apibank_bench.llm import embedded_launcher
 
-    monkeypatch.setattr(local_server, "start_embedded", local_server.start_embedded)
+    monkeypatch.setattr(embedded_launcher, "start_embedded", embedded_launcher.start_embedded)
     import embedded_stand_in  # noqa: F401 - replaces the server's start for this test
 
     run = headless(tmp_path / "out", limit=3, cache=False)
@@ -77,21 +77,27 @@ def test_a_script_keeps_one_run_per_folder(tmp_path):
 
 
 def test_a_script_without_pytest_resolves_its_settings_and_runs(tmp_path):
-    """In a process that loaded neither the CLI nor the pytest plugin (which hand core's settings their
-    choices), importing the Run is enough to resolve settings and run."""
+    """A script is a composition root like the CLI and the plugin: one explicit hand_down() call gives
+    core's settings their choices, then it resolves settings and runs; without it, resolving says so."""
     import subprocess
     import sys
 
     script = ("import sys\n"
               "from apibank_bench.core import settings\n"
               "from apibank_bench.runs.benchmark_run import BenchmarkRun\n"
+              "from apibank_bench.runs.setting_rules import hand_down\n"
+              "if sys.argv[2] == 'hand down':\n"
+              "    hand_down()\n"
               "cfg = settings.from_environment(model='gold', limit=3, out_dir=sys.argv[1])\n"
               "run = BenchmarkRun(cfg)\n"
               "run.open_folder()\n"
               "summary = run.solve()\n"
               "print(summary['correct'], summary['total'])\n")
-    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "run")], capture_output=True, text=True,
-                          timeout=600)
+    forgot = subprocess.run([sys.executable, "-c", script, str(tmp_path / "no"), "no"], capture_output=True,
+                            text=True, timeout=600)
+    assert forgot.returncode != 0 and "runs.setting_rules.hand_down() first" in forgot.stderr
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "run"), "hand down"], capture_output=True,
+                          text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-2:] == ["3", "3"]
     assert len(read_jsonl(tmp_path / "run" / "results.jsonl")) == 3
