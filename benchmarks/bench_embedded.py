@@ -47,7 +47,7 @@ from apibank_bench.data.manifests import manifest_ids  # noqa: E402
 from apibank_bench.data.tasks import get_task  # noqa: E402
 from apibank_bench.llm.client import fold_system  # noqa: E402
 from apibank_bench.llm.embedded_models import check_local, choose  # noqa: E402
-from apibank_bench.llm.local_server import SERVER_MODULE, _post, server_for  # noqa: E402
+from apibank_bench.llm.embedded_launcher import SERVER_MODULE, _post, server_for  # noqa: E402
 
 #: The instances issue 32 found hanging: 142 s for 86 tokens, and six 60 s timeouts.
 SLOW_BEFORE = ["level-1::AddAgenda-AddMeeting-GetUserToken-level-2-3.jsonl::2",

@@ -4,7 +4,7 @@ $APIBANK_STARTS_LOG, so a test can count how many servers an xdist run starts an
 
 import os
 
-from apibank_bench.llm import local_server
+from apibank_bench.llm import embedded_launcher
 from openai_stub import OpenAIStub, Reply
 
 
@@ -13,7 +13,7 @@ class _StandIn:
         self.stub = OpenAIStub(default=Reply("[GetToday()]")).start()
         self.base_url = self.stub.url
 
-    def stop(self, timeout: float = 10.0) -> None:  # as the real server's (llm.local_server)
+    def stop(self, timeout: float = 10.0) -> None:  # as the real server's (llm.embedded_launcher)
         self.stub.kill()
 
 
@@ -23,4 +23,4 @@ def _start(choice, root=None, prompts=(), max_tokens=None):
     return _StandIn()
 
 
-local_server.start_embedded = _start
+embedded_launcher.start_embedded = _start

@@ -19,7 +19,7 @@ from apibank_bench.runs import versions
 from apibank_bench.runs.results import read_jsonl
 from apibank_bench.runs.schemas import FILE_NAMES, SCHEMA_DIR
 from apibank_bench.data.tasks import get_task
-from apibank_bench.llm.local_server import SERVER_MODULE
+from apibank_bench.llm.embedded_launcher import SERVER_MODULE
 
 from openai_stub import OpenAIStub, Reply
 from helpers import bench, EVAL_IDS, stable

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from apibank_bench.llm import ChatClient, ModelConfig, call_extra_body
-from apibank_bench.llm.local_server import LocalServer, LocalServerError, is_healthy
+from apibank_bench.llm.embedded_launcher import LocalServer, LocalServerError, is_healthy
 from apibank_bench.data.specs import LEVEL12, specs
 from gbnf_check import parse_call
 
@@ -94,7 +94,7 @@ def test_no_server_is_left_behind_when_the_owner_dies(how, tmp_path):
     script = textwrap.dedent("""
         import sys, time
         from pathlib import Path
-        from apibank_bench.llm.local_server import model_file, start_local_server
+        from apibank_bench.llm.embedded_launcher import model_file, start_local_server
         # logs go to the test's folder: an owner killed by SIGKILL cannot delete its log
         handle = start_local_server(model_path=model_file(), root=Path(sys.argv[1]))
         print(handle.pid, flush=True)
@@ -131,7 +131,7 @@ def test_the_context_holds_the_longest_prompt_and_max_tokens(apibank_root, key):
     from apibank_bench.data.tasks import load_level
     from apibank_bench.llm.client import fold_system
     from apibank_bench.llm.embedded_models import SHIPPED
-    from apibank_bench.llm.local_server import model_file
+    from apibank_bench.llm.embedded_launcher import model_file
 
     shipped = SHIPPED[key]
     vocab = llama_cpp.Llama(str(model_file(key=key)), vocab_only=True, verbose=False)
@@ -155,7 +155,7 @@ def test_a_local_file_gets_a_context_sized_from_its_prompts_in_its_own_tokens():
     import llama_cpp
 
     from apibank_bench.llm.embedded_models import check_local, choose, context_for
-    from apibank_bench.llm.local_server import model_file
+    from apibank_bench.llm.embedded_launcher import model_file
 
     prompts = ["word " * 700, "short"]
     for key in ("gemma", "smollm2"):
@@ -182,7 +182,7 @@ def test_a_gguf_of_ones_own_runs_as_the_embedded_model_does_one_server_under_xdi
     import json
 
     from apibank_bench.llm.embedded_models import SHIPPED
-    from apibank_bench.llm.local_server import model_file
+    from apibank_bench.llm.embedded_launcher import model_file
 
     path = model_file(key="smollm2")
     run = _bench(tmp_path, "-n", "2", "--apibank-model", f"local:{path}", "--apibank-limit", "2")
@@ -203,7 +203,7 @@ def test_a_gguf_without_a_chat_template_needs_chat_format(tmp_path):
     `--chat-format gemma` (system messages folded, as that format drops them)."""
     import json
 
-    from apibank_bench.llm.local_server import model_file
+    from apibank_bench.llm.embedded_launcher import model_file
 
     path = model_file(key="gemma")
     refused = _bench(tmp_path, "--apibank-model", f"local:{path}", "--apibank-limit", "1", timeout=600)

@@ -26,9 +26,9 @@ SAMPLINGS = [dict(temperature=0.2, top_p=0.9, repeat_penalty=1.05, seed=0),
 def llm() -> Any:
     import llama_cpp
 
-    from apibank_bench.llm.local_server import DEFAULT_N_CTX, model_file
+    from apibank_bench.llm.embedded_launcher import DEFAULT_N_CTX, model_file
 
-    # The server's own settings (local_server.SERVER_OPTIONS): the same logits, so the same tokens.
+    # The server's own settings (embedded_launcher.SERVER_OPTIONS): the same logits, so the same tokens.
     return llama_cpp.Llama(str(model_file()), n_ctx=DEFAULT_N_CTX, n_ubatch=128, n_threads_batch=1,
                            logits_all=False, chat_format="gemma", verbose=False)
 

@@ -12,7 +12,7 @@ from apibank_bench.agents import build_solver
 from apibank_bench.core import settings
 from apibank_bench.data.tasks import get_task
 from apibank_bench.llm import ChatClient, ModelConfig, ModelError
-from apibank_bench.llm.stop import Breaker
+from apibank_bench.llm.breaker import Breaker
 from apibank_bench.runs.instances import score, solve
 from apibank_bench.runs.results import read_jsonl
 from apibank_bench.scoring import Scorer

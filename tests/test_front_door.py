@@ -256,7 +256,7 @@ def test_a_progress_line_left_running_is_stopped_before_the_interpreter_ends():
 def test_a_model_name_without_an_endpoint_is_refused_by_name_under_run_and_pytest(tmp_path):
     # Else the embedded model answered and its answers were recorded under the name given.
     from apibank_bench.core.exit_codes import ExitCode
-    from apibank_bench.llm.local_server import LOCAL_MODEL
+    from apibank_bench.llm.embedded_launcher import LOCAL_MODEL
 
     env = {key: value for key, value in os.environ.items() if key not in {"OPENAI_BASE_URL", "APIBANK_BASE_URL"}}
     run = subprocess.run([sys.executable, "-m", "apibank_bench", "run", "--model", "my-qwen-7b", "--limit", "1",

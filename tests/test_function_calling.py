@@ -206,7 +206,7 @@ def test_a_run_records_counts_and_shows_which_path_answered(tmp_path):
 
 
 def test_the_warning_line_is_marked_yellow_and_only_sdk_runs_show_the_paths():
-    from apibank_bench.runs.closing import YellowLine, answered_by_lines
+    from apibank_bench.runs.closing_table import YellowLine, answered_by_lines
 
     paths = {"rows": {"tool_call": 0, "client_parse": 0, "text": 3, "text_fallback": 1, "none": 0},
              "turns": {"tool_call": 0, "client_parse": 0, "text": 3, "text_fallback": 1, "none": 0}, "tool_calls": 0}

@@ -17,7 +17,7 @@ from apibank_bench import cli
 from apibank_bench.agents.model_roles import check_assignments
 from apibank_bench.agents.team_models import TeamModels
 from apibank_bench.core.settings import from_environment, parse_model_roles
-from apibank_bench.llm.local_server import LOCAL_MODEL
+from apibank_bench.llm.embedded_launcher import LOCAL_MODEL
 from apibank_bench.runs.results import read_jsonl
 
 from openai_stub import OpenAIStub, Reply

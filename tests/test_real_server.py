@@ -54,7 +54,7 @@ def _wait_ready(server: subprocess.Popen, url: str, log: Path) -> None:
 @pytest.fixture
 def llama_cpp_python_server(tmp_path):
     """llama-cpp-python's server on the embedded model's GGUF, at its defaults but for the chat template."""
-    from apibank_bench.llm.local_server import free_port, model_file
+    from apibank_bench.llm.embedded_launcher import free_port, model_file
 
     port = free_port()
     log = tmp_path / "server.log"
@@ -108,7 +108,7 @@ RECIPE_INSTANCES = 3
 def test_the_docs_recipe_for_llama_cpp_python_sends_the_grammar_and_the_system_prompt(tmp_path):
     """docs/servers.md's two lines, as written but for the GGUF's path, the port and a few instances: every answer
     is one short call (the grammar was sent), the gemma format's dropped system message is found and folded."""
-    from apibank_bench.llm.local_server import free_port, model_file
+    from apibank_bench.llm.embedded_launcher import free_port, model_file
 
     server_words, run_words = recipe()
     port = free_port()

@@ -123,7 +123,7 @@ def test_model_config_comes_from_the_run_settings(tmp_path):
 
 @pytest.mark.parametrize("model", ["my-qwen-7b", "Qwen/Qwen3-8B"])
 def test_a_model_name_without_an_endpoint_is_refused_naming_the_flag_and_the_embedded_models_name(model):
-    from apibank_bench.llm.local_server import LOCAL_MODEL
+    from apibank_bench.llm.embedded_launcher import LOCAL_MODEL
 
     with pytest.raises(ValueError) as refused:
         resolve(options={"model": model})
@@ -135,7 +135,7 @@ def test_a_model_name_without_an_endpoint_is_refused_naming_the_flag_and_the_emb
 
 @pytest.mark.parametrize("model", [None, "gold", "embedded", "embedded:gemma", "local:/models/mine.gguf"])
 def test_the_embedded_models_own_names_need_no_endpoint(model):
-    from apibank_bench.llm.local_server import LOCAL_MODEL
+    from apibank_bench.llm.embedded_launcher import LOCAL_MODEL
 
     for name in (model, LOCAL_MODEL):
         assert resolve(options={"model": name}).base_url == []

@@ -11,7 +11,7 @@ from apibank_bench.llm import ChatClient, ModelConfig, is_embedded_model
 from apibank_bench.llm.config import server_kind_of
 from apibank_bench.llm.client import NO_KEY
 from apibank_bench.llm.embedded_models import LOCAL_PREFIX, SHIPPED_PREFIX, EmbeddedChoice, check_local, choose
-from apibank_bench.llm.local_server import LOCAL_MODEL  # the default embedded model's name
+from apibank_bench.llm.embedded_launcher import LOCAL_MODEL  # the default embedded model's name
 from apibank_bench.llm.probe import probe_models, probe_system
 from apibank_bench.core.redact import redact
 from apibank_bench.core.settings import RunConfig, flag
@@ -93,9 +93,9 @@ def check_embedded(cfg: RunConfig) -> None:
 
 def embedded_servers(cfg: RunConfig, task_ids: Callable[[], list[str]] = list,
                      announce: Callable[[str], None] = lambda title: None) -> Any:
-    """The run's embedded models, each started on first use (llm.local_server.OnDemandServer); a researcher's
+    """The run's embedded models, each started on first use (llm.embedded_launcher.OnDemandServer); a researcher's
     file gets a context sized from the single-agent prompts of `task_ids()` in its own tokens."""
-    from apibank_bench.llm.local_server import OnDemandServer
+    from apibank_bench.llm.embedded_launcher import OnDemandServer
 
     def prompts() -> list[str]:
         from apibank_bench.agents.prompts import role_prompt, task_prompt

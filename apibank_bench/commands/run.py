@@ -125,7 +125,7 @@ def run_merge(args) -> int:
     """Exit 0: the merged folder is the whole run; 1: a shard is missing (its cases are `not_run`); 2: refused."""
     import sys
 
-    from apibank_bench.runs.closing import cases_words
+    from apibank_bench.runs.closing_table import cases_words
     from apibank_bench.runs.merge import MergeRefused, merge
 
     try:
@@ -145,7 +145,7 @@ def run_merge(args) -> int:
 def merged_line(folders: int, out, summary: dict) -> str:
     """`merged 2 folders into OUT: 20 of the run's 20 selected cases (...) have a row, accuracy 55.0% over
     the 20 attempts` (with one epoch: instances)."""
-    from apibank_bench.runs.closing import epochs_of, selected_text
+    from apibank_bench.runs.closing_table import epochs_of, selected_text
 
     rows = summary.get("attempts", summary["total"])
     over = f"the {rows} attempts" if epochs_of(summary) > 1 else f"the {rows} instances"

@@ -8,7 +8,7 @@ once wait here, not in its queue; it backs off on 429, 503 and resets), one
 request for identical requests in flight at once, the choice among several base URLs
 (`router.py`: by load, a retry elsewhere), per-call token/latency accounting and the
 on-disk response cache (a hit makes no HTTP request; `completion.py` reads an answer from either), and
-early stops (`stop.py`): the run's circuit breaker and one instance's stop end retries at once;
+early stops (`breaker.py`): the run's circuit breaker and one instance's stop end retries at once;
 answers are cached per deployment.
 """
 
@@ -31,7 +31,7 @@ from apibank_bench.llm.limit import INITIAL, WIDE_INITIAL, Limiter
 from apibank_bench.core.text import SURROGATES
 from apibank_bench.llm.retry import RetryPolicy, is_retryable
 from apibank_bench.llm.router import EndpointReport, Router
-from apibank_bench.llm.stop import Breaker, Stopped, current_instance
+from apibank_bench.llm.breaker import Breaker, Stopped, current_instance
 
 #: Placeholder key for local servers, which accept any key (some servers want the header).
 NO_KEY = "sk-no-key"

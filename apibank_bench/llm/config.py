@@ -71,7 +71,7 @@ class ModelConfig:
     """How to reach the model and how to sample from it.
 
     Defaults are the settings table's. `base_urls` empty means "use the embedded
-    local model" (see local_server).
+    local model" (see embedded_launcher).
     `cache_dir` None turns the response cache off.
     `constrained` None means "auto": constrain with a grammar when the server
     kind supports grammars (llama.cpp, vLLM), not for plain OpenAI endpoints.

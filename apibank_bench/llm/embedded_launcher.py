@@ -36,7 +36,7 @@ from apibank_bench.llm.embedded_models import DEFAULT_KEY, SHIPPED, EmbeddedChoi
 #: The default embedded model's name, as the server answers to it (`--model_alias`) and runs record it.
 LOCAL_MODEL = SHIPPED[DEFAULT_KEY].name
 #: The default model's context (each shipped model's is its `n_ctx`, sized to the data's prompts in its
-#: own tokens plus the default `max_tokens`; tests/test_local_server.py checks each). Gemma's KV cache is
+#: own tokens plus the default `max_tokens`; tests/test_embedded_launcher.py checks each). Gemma's KV cache is
 #: ~18 KB a token (18 layers, one 256-wide KV head, f16): 45 MB at 2560, not 8192's 150 MB.
 DEFAULT_N_CTX = SHIPPED[DEFAULT_KEY].n_ctx
 #: Server options beyond the model and the context, each measured (docs/embedded-model.md):

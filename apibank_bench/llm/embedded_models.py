@@ -39,7 +39,7 @@ class ShippedModel:
     sha256: str  #: the file's sha256 as its package's own source names it
     chat_format: str | None  #: llama-cpp-python's `--chat_format`; None: the file's own chat template
     #: The context: the data's longest single-agent prompt in this model's template, plus the default
-    #: `max_tokens` (1,024), rounded up to 256 (tests/test_local_server.py checks each).
+    #: `max_tokens` (1,024), rounded up to 256 (tests/test_embedded_launcher.py checks each).
     n_ctx: int
     #: System messages folded into the first user turn (llama-cpp-python's `gemma` format drops them).
     fold_system: bool

@@ -64,7 +64,7 @@ from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Callable, ContextManager, Iterator, Sequence
 
-from apibank_bench.llm.stop import current_instance
+from apibank_bench.llm.breaker import current_instance
 
 INITIAL = 8  #: requests in flight at a new endpoint before anything is learned
 WIDE_INITIAL = 128  #: ... at a server known to batch many completions (vLLM, SGLang: up to 256 at once by default)

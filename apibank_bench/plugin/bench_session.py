@@ -42,7 +42,7 @@ class BenchSession(XdistParts):
         self.progress = Progress(config, self.run, quiet=self.quiet())
         self.not_started: str | None = None  #: why the run cannot start (its tests are not run)
         self.written_nodes: set[str] = set()  #: test IDs whose report's lines were taken
-        self.local: Any = None  #: the embedded model this process started (llm.local_server.OnDemandServer)
+        self.local: Any = None  #: the embedded model this process started (llm.embedded_launcher.OnDemandServer)
         self.worker_pids: list[int] = []  #: the controller's xdist workers (a SIGTERM is handed on to them)
         self.stopped_itself = False  #: the session was stopped by the run (pytest's "interrupted", but incomplete)
         self.session: pytest.Session | None = None  #: pytest's session, from its start
@@ -299,7 +299,7 @@ class BenchSession(XdistParts):
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """The closing table, under pytest; `apibank-bench run` prints it itself, as its last lines."""
         if self.run.summary and not self.config.hook.pytest_apibank_owns_screen(config=self.config):
-            from apibank_bench.runs.closing import YellowLine, closing_lines
+            from apibank_bench.runs.closing_table import YellowLine, closing_lines
 
             terminalreporter.write_line("")
             for line in closing_lines(self.run.cfg, self.run.summary, self.run.error_reasons,

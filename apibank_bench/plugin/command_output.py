@@ -62,7 +62,7 @@ class RunOutput:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if self.summary:
-            from apibank_bench.runs.closing import YellowLine, closing_lines
+            from apibank_bench.runs.closing_table import YellowLine, closing_lines
 
             writer = config.get_terminal_writer()
             lines = closing_lines(self.run.cfg, self.summary, self.run.error_reasons, writer.fullwidth)

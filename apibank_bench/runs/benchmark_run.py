@@ -257,7 +257,7 @@ class BenchmarkRun:
             self._open_files()
 
     def _start_embedded(self) -> Any:
-        """The run's embedded models (llm.local_server), each started on first use; its URL is where the
+        """The run's embedded models (llm.embedded_launcher), each started on first use; its URL is where the
         run's own model answered."""
         local = self.embedded_servers()
 

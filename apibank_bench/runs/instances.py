@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 
 from apibank_bench.agents import Solution, Solver
 from apibank_bench.agents.chat_agent import solving_epoch
-from apibank_bench.llm.stop import InstanceStop, instance_scope
+from apibank_bench.llm.breaker import InstanceStop, instance_scope
 from apibank_bench.core.redact import redact
 from apibank_bench.core.settings import RunConfig, flag
 from apibank_bench.runs.epochs import split_case

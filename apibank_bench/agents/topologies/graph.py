@@ -64,7 +64,7 @@ def graph_of(steps: list[list[tuple[str, Node]]]):
 def step_node(agents: list[Node]) -> Node:
     """One node running a step's agents at once: the first on the calling thread, the others on the
     shared agent threads, each in a copy of the caller's context (an instance's epoch and its stop
-    scope are context variables: chat_agent.solving_epoch, llm.stop).
+    scope are context variables: chat_agent.solving_epoch, llm.breaker).
 
     Not one LangGraph node per agent: LangGraph runs a superstep of several nodes on a thread pool it
     starts and stops for every invoke, which cost a 100-instance debate run (N=4 R=2, the shapes of
