@@ -267,3 +267,26 @@ def test_every_paired_test_goes_through_the_one_pairing():
     callers = {path.relative_to(package).as_posix() for path in package.rglob("*.py")
                if calls.search(re.sub(r"def \w+\(", "", path.read_text(encoding="utf-8")))}
     assert callers == {"runs/stats.py", "runs/pairing.py"}
+
+
+def test_a_runs_mode_is_read_from_what_ran_without_loading_the_topologies():
+    """summary.json records the topology and agent kind that ran (`ran`: an alias's target), so compare's pairing
+    of modes reads it instead of importing the topologies; a folder written before resolves the alias."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from apibank_bench.reports.compare import Run
+    from apibank_bench.reports.modes import mode_of
+
+    alias = {"topology": "agents_sdk", "agent_kind": "chat"}
+    assert mode_of(Run("new", Path("."), [], {"config": {"run": alias, "ran": {"topology": "single",
+                                                                             "agent_kind": "sdk"}}})) == "sdk"
+    assert mode_of(Run("old", Path("."), [], {"config": {"run": alias}})) == "sdk"  # resolved by the spec
+    code = ("import sys\nfrom pathlib import Path\nfrom apibank_bench.reports.compare import Run\n"
+            "from apibank_bench.reports.modes import mode_of\n"
+            "run = Run('r', Path('.'), [], {'config': {'run': {'topology': 'x'}, 'ran': {'topology': 'single', "
+            "'agent_kind': 'chat'}}})\nassert mode_of(run) == 'chat'\n"
+            "print(any(name.startswith('apibank_bench.agents') for name in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "False", done.stderr[-2000:]

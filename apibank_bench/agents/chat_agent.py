@@ -13,7 +13,7 @@ from apibank_bench.data.tasks import Task
 from apibank_bench.agents.prompts import role_prompt, task_prompt, visible_schemas
 from apibank_bench.agents.seeds import agent_seed
 from apibank_bench.agents.solution import Solution
-from apibank_bench.agents.tool_answer import AnsweredBy
+from apibank_bench.scoring.answered_by import AnsweredBy
 from apibank_bench.agents.turn import AgentTurn
 from apibank_bench.agents.team_models import TeamModels
 from apibank_bench.agents.vote import canonical_text

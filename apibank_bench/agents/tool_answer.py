@@ -18,28 +18,14 @@ call left in the text under `server`), not a bare `parse:no_call`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Iterable, Mapping
 
 from apibank_bench.agents.tool_text import TextToolCall, loads, text_tool_call
 from apibank_bench.data.tasks import render_call
 from apibank_bench.scoring.stage import Reason
+from apibank_bench.scoring.answered_by import AnsweredBy
 
 TOOL_PARSE_MODES = ("server", "client", "both")
-
-
-class AnsweredBy(StrEnum):
-    """The path an agent's answer came through (written as its plain name, like a reason code)."""
-
-    TOOL_CALL = "tool_call"  #: the server's `tool_calls`
-    CLIENT_PARSE = "client_parse"  #: a tool call the client read in the text (`--tool-parse client|both`)
-    TEXT = "text"  #: the text's bracketed call (a chat agent; an sdk agent that offered no tool call)
-    TEXT_FALLBACK = "text_fallback"  #: a tool call was offered but unusable, and the text was read
-    NONE = "none"  #: nothing to read: an empty answer, or a model error
-
-    @property
-    def is_tool_call(self) -> bool:
-        return self in (AnsweredBy.TOOL_CALL, AnsweredBy.CLIENT_PARSE)
 
 
 @dataclass(frozen=True)

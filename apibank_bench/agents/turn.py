@@ -39,7 +39,7 @@ class AgentTurn:
     emits_call: bool = True  #: False for a free-text turn (a delegation): not scored as a call
     model: str = ""  #: the model that answered (its role's, `--model-role`; else `--model`)
     tool_calls: list[dict[str, str]] = field(default_factory=list)  #: an SDK agent's tool calls ({name, arguments})
-    answered_by: str | None = None  #: the path its answer came through (agents.tool_answer.AnsweredBy)
+    answered_by: str | None = None  #: the path its answer came through (scoring.answered_by.AnsweredBy)
     tool_reason: str | None = None  #: why a tool call it offered was not its answer (a parse-stage Reason)
     text_tool_call: dict[str, Any] | None = None  #: the tool call the client read in its text (agents.tool_text)
     #: `answer` parsed once (`submitted`): the vote, the team's score and each agent's score read it; not written

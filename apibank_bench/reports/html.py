@@ -253,7 +253,7 @@ def reasons_table(runs: list[Run], summaries: list[dict]) -> str:
 
 
 def answered_by_table(runs: list[Run], summaries: list[dict]) -> str:
-    """Which path each run's answers came through (agents.tool_answer.AnsweredBy), a row per path, a column per run;
+    """Which path each run's answers came through (scoring.answered_by.AnsweredBy), a row per path, a column per run;
     a run no answer of which came through a tool call is marked."""
     parts = [(s.get("answered_by") or {}).get("rows") or {} for s in summaries]
     paths = list(dict.fromkeys(path for part in parts for path in part))

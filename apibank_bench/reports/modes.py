@@ -6,7 +6,7 @@ report, two runs are the two modes of one setup when every measured setting they
 measure (`--tool-parse`, `--history`; an alias topology counts as its target with its agent kind). Each
 such pair gets the paired statistics of `compare` (the sdk run against the chat run: the accuracy
 difference with its bootstrap interval and the exact McNemar test) and the `answered_by` mix of
-each run (agents.tool_answer.AnsweredBy): an sdk run whose answers came through text is not a
+each run (scoring.answered_by.AnsweredBy): an sdk run whose answers came through text is not a
 function-calling result, whatever its kind.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from apibank_bench.agents.tool_answer import AnsweredBy
+from apibank_bench.scoring.answered_by import AnsweredBy
 from apibank_bench.core import settings
 from apibank_bench.reports.compare import Run, compare_pair, format_p, pair
 from apibank_bench.runs.pairing import first_epoch
@@ -27,10 +27,16 @@ _MEASURED = tuple(setting.name for setting in settings.RUN_SETTINGS
 
 
 def _as_run(run: Run) -> dict:
-    """The run's recorded settings as it ran: an alias topology as its target, with its agent kind."""
+    """The run's recorded settings as it ran: an alias topology as its target, with its agent kind (recorded as
+    `ran`; a folder written before it was, resolved by the topologies' specs)."""
+    recorded = dict(run.config.get("run") or {})
+    ran = run.config.get("ran")
+    if isinstance(ran, dict):
+        return {**recorded, **ran}
+    if not recorded.get("topology"):  # saved answers scored (`score`): no agents ran
+        return recorded
     from apibank_bench.agents.topologies import spec_of
 
-    recorded = dict(run.config.get("run") or {})
     try:
         alias = spec_of(str(recorded.get("topology"))).alias_of
     except (KeyError, ValueError, LookupError):  # a topology this version does not know: as recorded

@@ -349,8 +349,14 @@ class BenchmarkRun:
         """summary.json's `config`: the settings and the provenance."""
         from apibank_bench.runs.provenance import provenance
 
+        from apibank_bench.agents.topologies import as_run
+
         base_url = self.cfg.base_url[0] if self.cfg.base_url else self.local_url  # where the model answered
-        return {"run": self.cfg.to_dict(), **provenance(self.cfg, self.instance_ids(), self.started_at, base_url)}
+        ran = self.cfg if self.cfg.is_gold else as_run(self.cfg)[1]
+        # `ran`: the topology and agent kind that ran (an alias's target), so that readers of the folder (compare's
+        # pairing of modes) need not load the topologies to resolve an alias
+        return {"run": self.cfg.to_dict(), "ran": {"topology": ran.topology, "agent_kind": ran.agent_kind},
+                **provenance(self.cfg, self.instance_ids(), self.started_at, base_url)}
 
 
 #: More than this share of the model's answers stopping at max_tokens is worth a warning (once the run has

@@ -23,7 +23,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from apibank_bench.agents.tool_answer import AnsweredBy
+from apibank_bench.scoring.answered_by import AnsweredBy
 from apibank_bench.runs.versions import RESULTS_ROW, WRITES, upgraded
 from apibank_bench.scoring.stage import Reason, Stage
 
@@ -53,7 +53,7 @@ class ResultRow:
     model_calls: int | None = None
     agent_answers: list | None = None  #: a team's agents' final answers, one per agent turn
     #: the path the scored answer came through: `tool_call`, `client_parse`, `text`, `text_fallback` or `none`
-    #: (agents.tool_answer.AnsweredBy); absent when no agent answered (the gold self-check, `score`)
+    #: (scoring.answered_by.AnsweredBy); absent when no agent answered (the gold self-check, `score`)
     answered_by: AnsweredBy | str | None = None
     # A team's agents scored (runs.team).
     agents_correct: list[dict] | None = None  #: per scored turn: role, round, index, correct, stage

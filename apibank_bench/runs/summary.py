@@ -18,7 +18,7 @@ from apibank_bench.runs.epochs import correct_epochs, epoch_summary
 from apibank_bench.runs.stats import clustered_wilson, ratio_bootstrap
 from apibank_bench.runs.team import team_summary
 from apibank_bench.runs.row import ResultRow
-from apibank_bench.agents.tool_answer import AnsweredBy
+from apibank_bench.scoring.answered_by import AnsweredBy
 from apibank_bench.scoring.stage import Reason, Stage
 from apibank_bench.runs.versions import TRACE, UnsupportedSchemaVersion, read_json_file
 
@@ -200,7 +200,7 @@ def _path_counts(paths: Iterable[str]) -> dict[str, int]:
 
 def answered_by(rows: list[ResultRow], traces: Iterable[dict] = ()) -> dict | None:
     """Which path the scored answers came through (`rows`: per row) and every agent turn's (`turns`: over the
-    traces), as counts of agents.tool_answer.AnsweredBy; `tool_calls`: rows answered by a tool call, the
+    traces), as counts of scoring.answered_by.AnsweredBy; `tool_calls`: rows answered by a tool call, the
     server's or one the client read. None when no row names its path (the gold self-check, `score`)."""
     named = [str(row.answered_by) for row in rows if row.answered_by is not None]
     if not named:
