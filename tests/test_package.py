@@ -72,7 +72,8 @@ def test_a_thin_module_anywhere_makes_a_benchmark_run(tmp_path):
 def test_a_projects_own_tests_are_left_alone(tmp_path):
     """An unrelated project's session gets no benchmark run: no option is required, nothing is written, and a
     test file that merely names the module is not the benchmark."""
-    (tmp_path / "test_mine.py").write_text('NAME = "apibank_bench.bench"\n\ndef test_one():\n    assert True\n')
+    (tmp_path / "test_mine.py").write_text('NAME = "apibank_bench.bench"\n\ndef test_one():\n'
+                                           '    assert NAME.rsplit(".", 1)[-1] == "bench"\n')
     done = pytest_in(tmp_path, "-q", env={"APIBANK_MODEL": "no-such-model", "APIBANK_BASE_URL": "http://127.0.0.1:9"})
     assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
     assert not (tmp_path / "results").exists()
