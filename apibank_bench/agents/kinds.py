@@ -26,14 +26,3 @@ def make_agents(cfg, model, seeds_by_round: bool = False) -> Agents:
 
 #: The agent kinds that are sent tools, and so can be sent the dialogue's API calls as tool calls.
 FUNCTION_CALLING_KINDS = ("sdk",)
-
-
-def check_history(cfg) -> None:
-    """`--history tools` is for function-calling agents: a chat agent would be sent the text anyway."""
-    from apibank_bench.agents.topologies import as_run
-    from apibank_bench.core.settings import flag
-
-    if cfg.history == "tools" and as_run(cfg)[1].agent_kind not in FUNCTION_CALLING_KINDS:  # an alias's kind too
-        raise ValueError(f"{flag('history')} tools sends the dialogue's API calls as tool calls, which only "
-                         f"function-calling agents are sent: use {flag('agent_kind')} sdk "
-                         f"(or {flag('history')} text)")

@@ -49,7 +49,7 @@ def _team_size(cfg: RunConfig) -> None:
 
 
 def _history(cfg: RunConfig) -> None:
-    from apibank_bench.agents.kinds import check_history
+    from apibank_bench.agents.topologies import check_history
 
     check_history(cfg)
 

@@ -19,7 +19,7 @@ from apibank_bench.agents.topologies.spec import (
 from apibank_bench.core.registry import Registry, import_submodules
 
 __all__ = ["LONE", "TEAM_SETTINGS", "TEAM_SIZES", "TOPOLOGIES", "Alias", "TopologySpec", "alias", "as_run", "build_topology",
-           "check_team_size", "ignored_settings", "is_team", "own_topologies", "replica_role", "roles", "spec_of",
+           "check_history", "check_team_size", "ignored_settings", "is_team", "own_topologies", "replica_role", "roles", "spec_of",
            "final_role", "topology", "unread_settings", "what_it_reads"]
 
 TOPOLOGIES: Registry[TopologySpec] = Registry("topology", "--apibank-topology", sort=True)
@@ -68,6 +68,17 @@ def as_run(cfg):
         return spec, cfg
     target = spec.alias_of
     return spec_of(target.topology), dataclasses.replace(cfg, topology=target.topology, agent_kind=target.agent_kind)
+
+
+def check_history(cfg) -> None:
+    """`--history tools` is for function-calling agents: a chat agent would be sent the text anyway."""
+    from apibank_bench.agents.kinds import FUNCTION_CALLING_KINDS
+    from apibank_bench.core.settings import flag
+
+    if cfg.history == "tools" and as_run(cfg)[1].agent_kind not in FUNCTION_CALLING_KINDS:  # an alias's kind too
+        raise ValueError(f"{flag('history')} tools sends the dialogue's API calls as tool calls, which only "
+                         f"function-calling agents are sent: use {flag('agent_kind')} sdk "
+                         f"(or {flag('history')} text)")
 
 
 def check_team_size(cfg) -> None:
