@@ -62,6 +62,14 @@ def _stop(process: subprocess.Popen) -> None:
             continue
 
 
+def _ended(process: subprocess.Popen[str]) -> int | None:
+    """Its exit code once its output has closed: the pipe closes a moment before the exit is reaped."""
+    try:
+        return process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        return None  # it closed its output and lives on
+
+
 @contextmanager
 def node_endpoint(command: str, folder: Path, wait_s: float) -> Iterator[str]:
     """Start `command`, yield the URL it prints once it answers; stop it (its process group) afterwards."""
@@ -92,7 +100,7 @@ def node_endpoint(command: str, folder: Path, wait_s: float) -> Iterator[str]:
         deadline = time.monotonic() + wait_s
         seen.wait(wait_s)
         if not found:
-            ended = process.poll()
+            ended = _ended(process) if seen.is_set() else process.poll()  # set without a URL: its output closed
             raise EndpointStartError(f"the endpoint command {'exited ' + str(ended) if ended is not None else 'printed no URL'}"
                                      f" (see {folder / LOG})")
         url = found[0]
