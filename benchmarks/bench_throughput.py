@@ -8,8 +8,9 @@ embedding model), then times `apibank-bench run` on the eval instances for: the
 gold self-check (no model: the harness's own cost), a single agent, and a
 decentralized debate (N=4, R=2: two rounds in all, of four parallel requests). For
 each it reports the wall time, the time above the gold self-check, the ideal
-(latency x sequential model steps x ceil(instances / instances in flight)), and the
-run's peak memory.
+(latency x sequential model steps x ceil(instances / instances in flight)), the
+run's peak memory, and where a model run's time goes: its first request, its last
+answer and its exit, in seconds from its start.
 
     python benchmarks/bench_throughput.py [--latency 0.5] [--limit 0] [--concurrency K] [-n N]
 """
@@ -48,13 +49,13 @@ def mixed(body: dict) -> Reply:
     return Reply(text=MIX[zlib.crc32(body["messages"][-1]["content"].encode()) % len(MIX)])
 
 
-def timed_run(argv: list[str]) -> tuple[float, float, int]:
-    """Wall seconds, peak RSS in MB (the run's own process tree's largest), exit code."""
-    started = time.perf_counter()
+def timed_run(argv: list[str]) -> tuple[float, float, float, int]:
+    """Monotonic start, wall seconds, peak RSS in MB (the run's own process tree's largest), exit code."""
+    started = time.monotonic()
     process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - started
-    return wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - started
+    return started, wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
 
 
 def main() -> int:
@@ -67,8 +68,11 @@ def main() -> int:
 
     from apibank_bench.core.settings import resolve
     from apibank_bench.runs.instances import instances_in_flight
+    from apibank_bench.runs.setting_rules import hand_down
 
-    in_flight = args.concurrency or instances_in_flight(resolve(lambda s: {"base_url": "http://x/v1"}.get(s.name)))
+    hand_down()  # this script resolves settings itself: the layers' choices and rules first
+
+    in_flight = args.concurrency or instances_in_flight(resolve(lambda s: {"base_url": "http://x/v1", "model": "stub"}.get(s.name)))
     instances = args.limit or 100
     rows = []
     with OpenAIStub(default=mixed, hold=args.latency, owned_by="vllm") as stub, \
@@ -81,18 +85,21 @@ def main() -> int:
                 argv += ["--concurrency", str(args.concurrency)]
             if args.workers:
                 argv += ["-n", str(args.workers)]
-            before = len(stub.chat_requests)
-            wall, peak_mb, code = timed_run(argv)
-            requests = len(stub.chat_requests) - before
+            before = len(stub.requests)
+            started, wall, peak_mb, code = timed_run(argv)
+            sent = [r["time"] - started for r in stub.requests[before:] if r["path"].endswith("/chat/completions")]
             gold_wall = wall if gold_wall is None else gold_wall
             ideal = args.latency * steps * math.ceil(instances / in_flight)
-            rows.append((label, wall, wall - gold_wall, ideal, peak_mb, requests, code))
+            first, last = (f"{min(sent):.1f}", f"{stub.last_answer - started:.1f}") if sent else ("-", "-")
+            rows.append((label, wall, wall - gold_wall, ideal, peak_mb, len(sent), first, last, code))
 
     print(f"latency {args.latency} s per completion, {instances} instances, {in_flight} instances in flight"
           + (f", -n {args.workers}" if args.workers else ""))
-    print(f"{'run':<24}{'wall s':>8}{'over gold s':>13}{'ideal s':>9}{'peak MB':>9}{'requests':>10}{'exit':>6}")
-    for label, wall, over, ideal, peak, requests, code in rows:
-        print(f"{label:<24}{wall:>8.1f}{over:>13.1f}{ideal:>9.1f}{peak:>9.0f}{requests:>10}{code:>6}")
+    print(f"{'run':<24}{'wall s':>8}{'over gold s':>13}{'ideal s':>9}{'peak MB':>9}{'requests':>10}"
+          f"{'1st request':>13}{'last answer':>13}{'exit':>6}")
+    for label, wall, over, ideal, peak, requests, first, last, code in rows:
+        print(f"{label:<24}{wall:>8.1f}{over:>13.1f}{ideal:>9.1f}{peak:>9.0f}{requests:>10}{first:>13}{last:>13}"
+              f"{code:>6}")
     return 0
 
 
