@@ -145,6 +145,7 @@ def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = Non
         # The embedded server gets a new port each run, but it is always the same file.
         deployment=cfg.deployment or (embedded_deployment(choice) if choice else ""),
         down_after=down_after(cfg), sharing=sharing,
+        one_slot=local,  # llama-cpp-python's server: one completion at a time, the previous prompt's cache kept
     )
 
 

@@ -23,6 +23,7 @@ for a slot (`limit.py`) is not part of any attempt.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import threading
 import time
@@ -105,14 +106,28 @@ class Breaker:
             listener(reason)
 
 
+#: Instances (and requests made outside one) numbered as they start: a one-slot server's queue order (`limit.py`).
+_STARTS = itertools.count()
+
+
+def next_start() -> int:
+    """The next number in start order (`next` on a count is atomic under the GIL)."""
+    return next(_STARTS)
+
+
 class InstanceStop:
     """One instance's stop: set by its first request that fails for good. It also keeps how long the
     instance was held in the client, some request of it waiting for a slot (`limit.py`): its time limit
-    does not count that (the server did not have the request)."""
+    does not count that (the server did not have the request). `order` is its place in start order and
+    `finished` says that its solver returned: a one-slot server serves an instance's requests back to back,
+    the earliest-started first, and moves on when it finishes (`limit.py`)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.cause: str | None = None  #: that request's error
         self.failure: str | None = None  #: its kind (llm.failure.Failure)
+        self.order = next_start()
+        self.finished = False
+        self._on_finish: list[Callable[[], None]] = []
         self._clock = clock
         self._held = 0  #: requests of this instance waiting for a slot now
         self._held_since = 0.0
@@ -138,6 +153,17 @@ class InstanceStop:
                 if not self._held:
                     self._held_s += self._clock() - self._held_since
 
+    def on_finish(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` when the instance finishes (a waiting request of another instance may go then)."""
+        with self._lock:
+            self._on_finish.append(listener)
+
+    def finish(self) -> None:
+        with self._lock:
+            self.finished, listeners, self._on_finish = True, self._on_finish, []
+        for listener in listeners:
+            listener()
+
     def held_s(self) -> float:
         """Seconds this instance has been held in the client so far."""
         with self._lock:
@@ -157,6 +183,7 @@ def instance_scope(stop: InstanceStop | None = None) -> Iterator[InstanceStop]:
         yield stop
     finally:
         _INSTANCE.reset(token)
+        stop.finish()
 
 
 def current_instance() -> InstanceStop | None:

@@ -174,7 +174,8 @@ class ChatClient:
         # A batching server (vLLM, SGLang) starts wide; any other (llama.cpp's slots, Ollama, a hosted API
         # whose kind is unknown) at a few, so that a one-at-a-time server's first answers come within the timeout.
         initial = WIDE_INITIAL if config.kind.batches else INITIAL
-        self.limiter = limiter if limiter is not None else Limiter(config.max_in_flight, config.sharing, initial)
+        self.limiter = limiter if limiter is not None else Limiter(config.max_in_flight, config.sharing, initial,
+                                                                   one_slot=config.one_slot)
         self.breaker = breaker if breaker is not None else Breaker(config.down_after)
         self.waiting = 0  #: requests waiting to retry now (the progress line shows them)
         self.abandoned: str | None = None  #: why every request was abandoned (`abandon`), once they were

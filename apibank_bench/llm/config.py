@@ -105,6 +105,9 @@ class ModelConfig:
     down_after: float = BY_NAME["down_after"].default
     #: Processes sending to the same endpoints at once (xdist workers): they share its queue (limit.py).
     sharing: int = 1
+    #: The server answers one completion at a time and reuses the previous prompt's KV cache (the embedded
+    #: model): one request at a time, an instance's back to back (limit.OneSlotQueue).
+    one_slot: bool = False
 
     def __post_init__(self) -> None:
         self.base_urls = [url.strip().rstrip("/") for url in self.base_urls if url and url.strip()]

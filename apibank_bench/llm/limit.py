@@ -47,6 +47,11 @@ would keep (sharing a file of state would need locking across processes for the 
 A worker that started later timed the others' queue as its no-load latency, so processes that
 share measure it again at the first `FIRST_SHARED_PROBE_S` wall-clock boundary.
 
+A server known to answer one completion at a time and to keep the previous prompt's KV cache (the
+embedded model: llama-cpp-python's server) learns nothing: it gets one request at a time, in the order of
+`OneSlotQueue` (an instance's requests back to back, the earliest-started instance first), so that a
+team's nearly equal prompts reuse what the server has evaluated.
+
 `--max-in-flight` stays the ceiling of all endpoints together; the limit starts at `INITIAL`,
 small enough that a server answering one slow completion at a time (60 s each: the eighth
 answers in 480 s) does not time the first ones out, and slow start reaches a wide server's
@@ -55,16 +60,17 @@ parallelism in a few round trips; a server known to batch (vLLM, SGLang) starts 
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 import threading
 import time
 from collections import deque
 from contextlib import ExitStack, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, ContextManager, Iterator, Sequence
 
-from apibank_bench.llm.breaker import current_instance
+from apibank_bench.llm.breaker import InstanceStop, current_instance, next_start
 
 INITIAL = 8  #: requests in flight at a new endpoint before anything is learned
 WIDE_INITIAL = 128  #: ... at a server known to batch many completions (vLLM, SGLang: up to 256 at once by default)
@@ -77,6 +83,7 @@ PROBES = 2  #: requests sent alone in a probe (another process sharing the endpo
 PROBE_SPACING = 30  #: ... and at most once every this many no-load latencies (a slow model's minute is short)
 CHANGES_KEPT = 200  #: changes of the limit kept for summary.json (then every other one is dropped)
 MAX_WAIT = 2.0  #: services a request may wait in the server's queue once the limit is learned
+HOLD_S = 2.0  #: a one-slot server waits this long for the next request of the instance it serves (`OneSlotQueue`)
 
 
 @dataclass
@@ -260,7 +267,8 @@ class Limiter:
     """
 
     def __init__(self, ceiling: int, sharing: int = 1, initial: int = INITIAL,
-                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
+                 one_slot: bool = False) -> None:
         if ceiling < 1:
             raise ValueError("the in-flight cap must be >= 1")
         self.ceiling = ceiling
@@ -268,7 +276,10 @@ class Limiter:
         self.active = 0  #: requests in flight now, at every endpoint
         self.peak = 0  #: the most ever in flight at once
         self.endpoints: dict[str, EndpointLimit] = {}
-        self._new = lambda: EndpointLimit(ceiling, sharing, initial, clock, wall)
+        # A one-slot server: one request at a time, nothing to learn (see `OneSlotQueue`).
+        self._new = ((lambda: EndpointLimit(1, 1, 1, clock, wall)) if one_slot
+                     else (lambda: EndpointLimit(ceiling, sharing, initial, clock, wall)))
+        self.queue = OneSlotQueue(clock, self._wake) if one_slot else None
         self._cond = threading.Condition()
 
     def _endpoint(self, url: str) -> EndpointLimit:
@@ -282,11 +293,17 @@ class Limiter:
         with self._cond:
             return min(self.ceiling, sum(e.allowed for e in self.endpoints.values())) if self.endpoints else 0
 
-    def _room(self, urls: Sequence[str]) -> list[str]:
-        """The endpoints among `urls` with room now (none while the ceiling is reached)."""
-        if self.active >= self.ceiling:
+    def _room(self, urls: Sequence[str], place: Place | None = None) -> list[str]:
+        """The endpoints among `urls` with room now (none while the ceiling is reached, nor while another request
+        is first in a one-slot server's queue)."""
+        if self.active >= self.ceiling or (place is not None and self.queue is not None and not self.queue.first(place)):
             return []
         return [url for url in urls if self._endpoint(url).has_room()]
+
+    def _wake(self) -> None:
+        """An instance a one-slot server was holding for finished: its queue's next request may go."""
+        with self._cond:
+            self._cond.notify_all()
 
     @contextmanager
     def slot(self, urls: Sequence[str], route: Callable[[list[str]], ContextManager[str]]) -> Iterator[Ticket]:
@@ -294,12 +311,19 @@ class Limiter:
         the router counts the request at once), and the request is counted there until it ends."""
         with ExitStack() as stack:
             with self._cond:
-                room = self._room(urls)
-                if not room:
-                    instance = current_instance()
-                    with instance.held() if instance is not None else nullcontext():  # its time limit pauses
-                        while not (room := self._room(urls)):
-                            self._cond.wait(timeout=1.0)  # a probe falls due with time, not only as slots free
+                instance = current_instance()
+                place = self.queue.join(instance) if self.queue is not None else None
+                room: list[str] = []
+                try:
+                    if not (room := self._room(urls, place)):
+                        with instance.held() if instance is not None else nullcontext():  # its time limit pauses
+                            while not (room := self._room(urls, place)):
+                                # a probe (or the end of a one-slot server's hold) falls due with time, not only
+                                # as slots free
+                                self._cond.wait(timeout=self.queue.wait_s() if self.queue is not None else 1.0)
+                finally:
+                    if self.queue is not None and place is not None:
+                        self.queue.leave(place, served=bool(room))
                 url = stack.enter_context(route(room))
                 endpoint = self._endpoint(url)
                 ticket = endpoint.sent()
@@ -318,10 +342,78 @@ class Limiter:
                         endpoint.congested(ticket)
                     else:
                         endpoint.failed(ticket)
-                    # wake as many waiters as there are new openings (waking all would wake 100 threads for one)
-                    self._cond.notify(1 + max(0, endpoint.allowed - before))
+                    if self.queue is not None:  # only the first in its order may go: each looks
+                        self.queue.ended(instance)
+                        self._cond.notify_all()
+                    else:  # wake as many waiters as there are new openings (waking all would wake 100 threads for one)
+                        self._cond.notify(1 + max(0, endpoint.allowed - before))
 
     def report(self) -> dict[str, dict]:
         """Each endpoint's limit: initial, min, max, final and its changes over time (for summary.json)."""
         with self._cond:
             return {url: endpoint.report() for url, endpoint in self.endpoints.items()}
+
+
+@dataclass(order=True)
+class Place:
+    """A request waiting for a one-slot server, in the order it is served: its instance's start, then its own."""
+
+    start: int  #: its instance's place in start order (a request outside any instance: its own, as it arrives)
+    request: int  #: its own, in arrival order
+    instance: InstanceStop | None = field(compare=False)
+
+
+class OneSlotQueue:
+    """The order in which requests go to a server that answers one completion at a time and keeps the previous
+    prompt's KV cache (llama-cpp-python's: the embedded model). It re-evaluates a prompt only from the first
+    token that differs from the previous one's, and a team's agents send nearly the same prompt (a debate's
+    round: one dialogue, the same role prompt; its next round differs only at its end). Interleaved with
+    other instances' requests each would pay its whole prompt again; so the server works on one instance
+    at a time: the earliest-started instance with a request waiting goes first, and while an instance is
+    being served its requests go before any other's; between two of its requests (its client-side work, a
+    team's step) the server is held for it, until it finishes (`InstanceStop.finish`) or `HOLD_S` pass
+    without one (an instance waiting for another endpoint must not hold this one). The requests themselves
+    are unchanged, so are their answers. Not thread-safe: the `Limiter` holds its lock."""
+
+    def __init__(self, clock: Callable[[], float], wake: Callable[[], None]) -> None:
+        self._clock, self._wake = clock, wake
+        self.waiting: list[Place] = []
+        self.serving: InstanceStop | None = None  #: the instance the server works for
+        self._idle_since = -math.inf  #: when the last request of `serving` here ended
+        self._requests = itertools.count()
+
+    def join(self, instance: InstanceStop | None) -> Place:
+        place = Place(instance.order if instance is not None else next_start(), next(self._requests), instance)
+        self.waiting.append(place)
+        return place
+
+    def _held(self) -> bool:
+        """The server waits for the next request of the instance it serves."""
+        serving = self.serving
+        return (serving is not None and not serving.finished and self._clock() - self._idle_since < HOLD_S
+                and not any(place.instance is serving for place in self.waiting))
+
+    def first(self, place: Place) -> bool:
+        """Whether `place` is next: the served instance's earliest request, else the earliest of all."""
+        if self._held():
+            return False
+        serving = self.serving
+        own = [p for p in self.waiting if p.instance is serving] if serving is not None and not serving.finished else []
+        return min(own or self.waiting) is place
+
+    def leave(self, place: Place, served: bool) -> None:
+        """`place` goes to the server (`served`) or gives up waiting."""
+        self.waiting.remove(place)
+        if served and place.instance is not self.serving:
+            self.serving = place.instance
+            if place.instance is not None:
+                place.instance.on_finish(self._wake)  # the next instance need not wait out the hold
+
+    def ended(self, instance: InstanceStop | None) -> None:
+        """A request of `instance` ended: the hold for its next one starts."""
+        if instance is not None and instance is self.serving:
+            self._idle_since = self._clock()
+
+    def wait_s(self) -> float:
+        """How long a waiting request sleeps before it looks again (a hold ends with time)."""
+        return max(0.01, HOLD_S - (self._clock() - self._idle_since)) if self._held() else 1.0
