@@ -25,6 +25,10 @@ llama.cpp's own `common_sampler` samples first and checks only the sampled token
 another token than the full pass; this one gives the full pass's token, up to exactly equal logits
 that the two passes may order differently (tests/test_embedded_server.py compares the two
 samplers' tokens on real instances).
+
+A request with `tools` is answered by tool calls (`tool_handler`, llm/embedded_tools.py): the model's
+own chat handler, with the tools offered in the prompt and the call constrained by their schemas.
+Without tools the model's own handler gets the request unchanged.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ import numpy as np
 import numpy.typing as npt
 from llama_cpp import llama_cpp as lib
 from llama_cpp._internals import LlamaSampler
+
+from apibank_bench.llm.embedded_tools import with_tools
 
 #: One llama_token_data (id, logit, p) as numpy sees it: arrays of it are handed to llama.cpp as they are.
 TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
@@ -223,12 +229,26 @@ def first_admitted(init_sampler: Callable[..., Any]) -> Callable[..., Any]:
     return init
 
 
+def tool_handler(llama: llama_cpp.Llama) -> Callable[..., Any]:
+    """The handler `create_chat_completion` would use (the chat format's, or the file's own template's),
+    answering requests with `tools` by tool calls (llm/embedded_tools.py); without tools it is unchanged."""
+    from llama_cpp import llama_chat_format
+
+    inner = llama.chat_handler
+    if inner is None:
+        assert llama.chat_format is not None  # Llama.__init__ sets one when it is given no handler
+        inner = (llama._chat_handlers.get(llama.chat_format)
+                 or llama_chat_format.get_chat_completion_handler(llama.chat_format))
+    return with_tools(inner)
+
+
 def main() -> None:
     init = llama_cpp.Llama.__init__
 
     def init_and_index(self: llama_cpp.Llama, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
         piece_tree(self)  # at start-up, not in the first request
+        self.chat_handler = tool_handler(self)
 
     llama_cpp.Llama.__init__ = init_and_index  # type: ignore[method-assign]
     llama_cpp.Llama._init_sampler = first_admitted(llama_cpp.Llama._init_sampler)  # type: ignore[method-assign]
