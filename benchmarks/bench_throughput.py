@@ -8,11 +8,11 @@ embedding model), then times `apibank-bench run` on the eval instances for: the
 gold self-check (no model: the harness's own cost), a single agent, and a
 decentralized debate (N=4, R=2: two rounds in all, of four parallel requests). For
 each it reports the wall time, the time above the gold self-check, the ideal
-(latency x sequential model steps x ceil(instances / instances in flight)), the
+(latency x sequential model steps x waves of instances in flight), its CPU time, the
 run's peak memory, and where a model run's time goes: its first request, its last
 answer and its exit, in seconds from its start.
 
-    python benchmarks/bench_throughput.py [--latency 0.5] [--limit 0] [--concurrency K] [-n N]
+    python benchmarks/bench_throughput.py [--latency 0.5] [--limit 0] [--concurrency K] [-n N] [--repeats R]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import argparse
 import math
 import zlib
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,12 +33,12 @@ sys.path.insert(0, str(ROOT / "tests"))  # the scripted OpenAI-protocol server o
 
 from openai_stub import OpenAIStub, Reply  # noqa: E402
 
-#: (label, run flags, sequential model steps per instance)
+#: (label, run flags, sequential model steps per instance, requests per step)
 SHAPES = [
-    ("gold self-check", ["--model", "gold"], 0),
-    ("single", ["--model", "stub", "--topology", "single"], 1),
+    ("gold self-check", ["--model", "gold"], 0, 0),
+    ("single", ["--model", "stub", "--topology", "single"], 1, 1),
     ("decentralized N=4 R=2", ["--model", "stub", "--topology", "decentralized", "--team-size", "4",
-                               "--rounds", "2"], 2),
+                               "--rounds", "2"], 2, 4),
 ]
 
 #: What the endpoint answers, picked by the request's text (so a rerun answers alike, whatever the order).
@@ -49,13 +50,14 @@ def mixed(body: dict) -> Reply:
     return Reply(text=MIX[zlib.crc32(body["messages"][-1]["content"].encode()) % len(MIX)])
 
 
-def timed_run(argv: list[str]) -> tuple[float, float, float, int]:
-    """Monotonic start, wall seconds, peak RSS in MB (the run's own process tree's largest), exit code."""
+def timed_run(argv: list[str]) -> tuple[float, float, float, float, int]:
+    """Monotonic start, wall seconds, CPU seconds (user + system), peak RSS in MB (the run's own process
+    tree's largest), exit code."""
     started = time.monotonic()
     process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.monotonic() - started
-    return started, wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+    return started, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
 
 
 def main() -> int:
@@ -64,6 +66,9 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=0, help="eval instances (0 = all 100)")
     parser.add_argument("--concurrency", type=int, default=None, help="instances in flight (default: the suite's)")
     parser.add_argument("-n", "--workers", default=None, help="xdist workers (default: none)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="rounds of the three runs, one after the other (more than 1: each round's rows, then "
+                             "the medians)")
     args = parser.parse_args()
 
     from apibank_bench.core.settings import resolve
@@ -72,34 +77,50 @@ def main() -> int:
 
     hand_down()  # this script resolves settings itself: the layers' choices and rules first
 
-    in_flight = args.concurrency or instances_in_flight(resolve(lambda s: {"base_url": "http://x/v1", "model": "stub"}.get(s.name)))
+    settings = resolve(lambda s: {"base_url": "http://x/v1", "model": "stub"}.get(s.name))
+    in_flight = args.concurrency or instances_in_flight(settings, batches=True)  # the stand-in says it is vLLM
     instances = args.limit or 100
-    rows = []
+    rounds: list[list[tuple]] = []
+    loads = []
     with OpenAIStub(default=mixed, hold=args.latency, owned_by="vllm") as stub, \
             tempfile.TemporaryDirectory() as tmp:
-        gold_wall = None
-        for label, flags, steps in SHAPES:
-            argv = [sys.executable, "-m", "apibank_bench", "run", "--limit", str(args.limit), "--no-cache",
-                    "--base-url", stub.url, "--out-dir", str(Path(tmp) / label.split()[0]), *flags]
-            if args.concurrency:
-                argv += ["--concurrency", str(args.concurrency)]
-            if args.workers:
-                argv += ["-n", str(args.workers)]
-            before = len(stub.requests)
-            started, wall, peak_mb, code = timed_run(argv)
-            sent = [r["time"] - started for r in stub.requests[before:] if r["path"].endswith("/chat/completions")]
-            gold_wall = wall if gold_wall is None else gold_wall
-            ideal = args.latency * steps * math.ceil(instances / in_flight)
-            first, last = (f"{min(sent):.1f}", f"{stub.last_answer - started:.1f}") if sent else ("-", "-")
-            rows.append((label, wall, wall - gold_wall, ideal, peak_mb, len(sent), first, last, code))
+        for _ in range(args.repeats):
+            loads.append(os.getloadavg()[0])
+            rows: list[tuple] = []
+            gold_wall = 0.0
+            for label, flags, steps, width in SHAPES:
+                argv = [sys.executable, "-m", "apibank_bench", "run", "--limit", str(args.limit), "--no-cache",
+                        "--base-url", stub.url, "--out-dir", str(Path(tmp) / label.split()[0]), "--overwrite",
+                        *flags]
+                if args.concurrency:
+                    argv += ["--concurrency", str(args.concurrency)]
+                if args.workers:
+                    argv += ["-n", str(args.workers)]
+                before = len(stub.requests)
+                started, wall, cpu, peak_mb, code = timed_run(argv)
+                sent = [r["time"] - started for r in stub.requests[before:] if r["path"].endswith("/chat/completions")]
+                gold_wall = gold_wall or wall
+                # waves of instances in flight: as many as the pool keeps and the requests' ceiling lets send at once
+                waves = math.ceil(instances / min(in_flight, settings.max_in_flight // max(1, width)))
+                first, last = (min(sent), stub.last_answer - started) if sent else (math.nan, math.nan)
+                rows.append((label, wall, wall - gold_wall, args.latency * steps * waves, cpu, peak_mb, len(sent),
+                             first, last, code))
+            rounds.append(rows)
 
-    print(f"latency {args.latency} s per completion, {instances} instances, {in_flight} instances in flight"
-          + (f", -n {args.workers}" if args.workers else ""))
-    print(f"{'run':<24}{'wall s':>8}{'over gold s':>13}{'ideal s':>9}{'peak MB':>9}{'requests':>10}"
+    print(f"latency {args.latency} s per completion, {instances} instances, {in_flight} instances in flight "
+          f"(a team's: as many as {settings.max_in_flight} requests take)"
+          + (f", -n {args.workers}" if args.workers else "")
+          + f"; load average {', '.join(f'{load:.1f}' for load in loads)} at the start of each round")
+    print(f"{'run':<31}{'wall s':>8}{'over gold s':>13}{'ideal s':>9}{'CPU s':>7}{'peak MB':>9}{'requests':>10}"
           f"{'1st request':>13}{'last answer':>13}{'exit':>6}")
-    for label, wall, over, ideal, peak, requests, first, last, code in rows:
-        print(f"{label:<24}{wall:>8.1f}{over:>13.1f}{ideal:>9.1f}{peak:>9.0f}{requests:>10}{first:>13}{last:>13}"
-              f"{code:>6}")
+    shown = [row for rows in rounds for row in rows]
+    if len(rounds) > 1:  # each round's rows, then per run the median of each column
+        shown += [(f"{label} (median)", *(statistics.median(row[i] for rows in rounds for row in rows
+                                                            if row[0] == label) for i in range(1, 10)))
+                  for label, *_ in SHAPES]
+    for label, wall, over, ideal, cpu, peak, requests, first, last, code in shown:
+        print(f"{label:<31}{wall:>8.1f}{over:>13.1f}{ideal:>9.1f}{cpu:>7.1f}{peak:>9.0f}{requests:>10.0f}"
+              f"{first:>13.1f}{last:>13.1f}{code:>6.0f}")
     return 0
 
 

@@ -10,7 +10,8 @@ import pytest
 from apibank_bench.agents import Solution
 from apibank_bench.data import manifests
 from apibank_bench.data.tasks import get_task
-from apibank_bench.runs.instances import InstancePool, RunStopped
+from apibank_bench.core.settings import RunConfig
+from apibank_bench.runs.instances import REMOTE_IN_FLIGHT, InstancePool, RunStopped, instances_in_flight
 from apibank_bench.scoring import Score
 
 IDS = manifests.manifest_ids("all")[:8]
@@ -176,3 +177,44 @@ def test_the_interpreter_waits_for_a_preload_rather_than_cutting_it_off_at_exit(
     ended = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=WAIT)
     assert ended.returncode == 0, ended.stderr
     assert done.exists()  # the load finished before the interpreter did
+
+
+def test_the_pool_fills_the_request_ceiling_only_at_a_server_known_to_batch():
+    """A single agent sends one request at a time and a team of 4 four: against vLLM the pool keeps enough of
+    them for the ceiling, elsewhere 32 (a server that queues keeps its queue in the client either way)."""
+    remote = dict(model="stub", base_url=["http://x/v1"], max_in_flight=128)
+    assert instances_in_flight(RunConfig(**remote), batches=True) == 128
+    assert instances_in_flight(RunConfig(**remote, topology="decentralized", team_size=4), batches=True) == 32
+    assert instances_in_flight(RunConfig(**remote, topology="decentralized", team_size=2), batches=True) == 64
+    assert instances_in_flight(RunConfig(**remote), batches=False) == REMOTE_IN_FLIGHT == 32
+    assert instances_in_flight(RunConfig(**remote, concurrency=5), batches=True) == 5  # asked for: as asked
+    assert instances_in_flight(RunConfig(model="gold"), batches=True) == 1
+
+
+def test_run_starts_loading_the_embedding_model_of_its_selection_before_pytest_starts(monkeypatch):
+    """`run` warms what scoring a model's answers may load (commands.run.warm_scoring) while LangGraph is imported:
+    the catalogs of its selection's ToolSearcher tasks; nothing for gold, for xdist workers (they score in their own
+    processes) or for a selection without such tasks."""
+    import apibank_bench.scoring.toolsearcher_scorers as toolsearcher
+    from apibank_bench.commands.run import warm_scoring
+
+    loaded = []
+
+    class Catalog:
+        def __init__(self, scorer, level):
+            self.key = (scorer, level)
+
+        def embeddings(self):
+            loaded.append(self.key)
+
+    monkeypatch.setattr(toolsearcher, "searched_catalog", lambda scorer, level, root: Catalog(scorer, level))
+    assert warm_scoring(RunConfig(model="gold", level="all", limit=None), workers=False) is None
+    assert warm_scoring(RunConfig(model="stub", level="all", limit=None), workers=True) is None
+    warming = warm_scoring(RunConfig(model="stub", level="all", limit=None), workers=False)
+    warming.stop()  # waits for the load under way
+    assert loaded == [("official", "2"), ("official", "3")]
+    loaded.clear()
+    searches = [i for i in manifests.manifest_ids("all") if get_task(i).gold.api_name == "ToolSearcher"]
+    others = [i for i in manifests.manifest_ids("all") if i not in searches]
+    warm_scoring(RunConfig(model="stub", level="all", limit=None, only=others[:5]), workers=False).stop()
+    assert loaded == []

@@ -54,6 +54,16 @@ def test_against_a_server_that_answers_at_once_many_requests_go_together(tmp_pat
     assert limit["max"] >= 32 > limit["initial"] and most >= 24, (limit, most)
 
 
+def test_against_a_server_known_to_batch_every_instance_of_a_single_agent_is_in_flight_at_once(tmp_path):
+    """vLLM (its /v1/models says so) batches many completions: the pool keeps as many single agents in flight as the
+    requests' ceiling takes, not 32 (runs.instances.instances_in_flight)."""
+    with OpenAIStub(default=Reply(), hold=0.5, owned_by="vllm") as server:
+        run = run_command(tmp_path, "--model", "stub", "--base-url", server.url, "--limit", "100", "--no-cache")
+        most = server.max_concurrent
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert most >= 64, most  # all 100 on an idle machine; never more than 32 from a pool of 32
+
+
 @pytest.mark.parametrize("failure", [Reply(status=503), reset()], ids=["503", "reset"])
 def test_a_burst_of_failures_at_the_start_leaves_no_error_row(tmp_path, failure):
     """The first 40 requests of a 100-instance run fail (a server still loading, an accept queue overflowing)."""

@@ -62,6 +62,11 @@ class TeamModels:
         return self.default
 
     @property
+    def batches(self) -> bool:
+        """Every client's server is known to batch many completions at once (vLLM, SGLang)."""
+        return all(client.config.kind.batches for client in self.clients)
+
+    @property
     def waiting(self) -> int:
         return sum(client.waiting for client in self.clients)
 

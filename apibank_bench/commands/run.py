@@ -94,6 +94,7 @@ def run_benchmark(args) -> int:
 
     from apibank_bench.agents import import_solver_modules
 
+    warming = warm_scoring(cfg, workers=bool(settings.value_of(args, "workers")))
     import_solver_modules(cfg)  # before pytest: see why there
 
     from apibank_bench.plugin.command_output import RunOutput
@@ -101,8 +102,39 @@ def run_benchmark(args) -> int:
 
     outcome = RunOutput()
     given = GivenSettings(cfg, frozenset(settings.given_names(lambda s: getattr(args, s.name, None))))
-    code = pytest.main(pytest_args(args), plugins=[outcome, given])
+    try:
+        code = pytest.main(pytest_args(args), plugins=[outcome, given])
+    finally:
+        if warming is not None:
+            warming.stop()
     return exit_code(code, outcome)
+
+
+def warm_scoring(cfg: settings.RunConfig, workers: bool):
+    """For a model's run scored in this process: start loading, in the background, what scoring its
+    selection may need (the embedding model and the catalogs a ToolSearcher scorer searches), while
+    LangGraph is imported. The run's own preload (plugin.fixtures) then finds it loaded: started there,
+    after pytest's start, a 100-instance run's first results waited for it and were written after its
+    last answer (benchmarks/bench_throughput.py). None: nothing to warm (gold; xdist workers score
+    in their own processes)."""
+    if cfg.is_gold or workers:
+        return None
+    from apibank_bench.apis.search.model import use_cache_root
+    from apibank_bench.core.paths import require_root
+    from apibank_bench.data.manifests import select
+    from apibank_bench.data.tasks import get_task
+    from apibank_bench.scoring.api_scorers import slow_loads
+    from apibank_bench.scoring.scorer import Preload, Scorer
+
+    use_cache_root(cfg.cache_root)  # (the session sets the same)
+
+    def load() -> None:
+        scorer = Scorer(require_root(cfg.root), cfg.toolsearcher_scorer)
+        ids = select(cfg.level, cfg.limit, cfg.offset, cfg.only or None)
+        for each in slow_loads([get_task(task_id, root=scorer.root) for task_id in ids], scorer):
+            each()
+
+    return Preload([load]).start()
 
 
 def exit_code(code: int, outcome) -> ExitCode:

@@ -8,11 +8,13 @@ import uuid
 from pathlib import Path
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
+def write_atomic(path: Path, data: str | bytes, sync: bool = True) -> None:
     """Replace `path` with `data` (text is written as UTF-8).
 
     The temporary file has a name of its own (not just this process's ID, which another node
-    on a shared file system may also have) and is on disk before the rename.
+    on a shared file system may also have) and is on disk before the rename; with `sync` False it
+    is left to the OS to write (a reader still sees the old file or the new one, but the machine's
+    crash may leave it empty: for a file that is cheap to lose, where an fsync each would cost).
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # made with the usual permissions
@@ -20,7 +22,8 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         with open(tmp, "xb") as handle:
             handle.write(data.encode("utf-8") if isinstance(data, str) else data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if sync:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

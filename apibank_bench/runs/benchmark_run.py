@@ -202,11 +202,13 @@ class BenchmarkRun:
 
     def start_pool(self, cases: list[str], solver: Any, scorer: Any, load: Callable | None = None) -> InstancePool:
         """This process's instance pool, its first cases queued; a tripped breaker stops it."""
+        from apibank_bench.agents.team_models import TeamModels
         from apibank_bench.data.tasks import get_task
 
         cfg = self.cfg
+        batches = self.model is not None and TeamModels.of(self.model).batches  # a wide server: a wide pool
         self.pool = InstancePool(load or (lambda task_id: get_task(task_id, root=scorer.root)), solver, scorer,
-                                 concurrency=instances_in_flight(cfg), time_limit=cfg.instance_timeout or None)
+                                 concurrency=instances_in_flight(cfg, batches), time_limit=cfg.instance_timeout or None)
         if self.model is not None:
             self.model.breaker.on_trip(self.pool.stop)
         self.pool.start(cases)

@@ -35,12 +35,26 @@ from apibank_bench.data.tasks import Task
 _SCORING = threading.Lock()
 
 
-def instances_in_flight(cfg: RunConfig) -> int:
-    """`concurrency`, else 32 for a remote endpoint and 1 for the embedded model (2 CPU cores
-    serve one completion at a time) and the gold self-check (CPU-bound)."""
+#: Instances in flight against an endpoint whose server is not known to batch many completions at once.
+REMOTE_IN_FLIGHT = 32
+
+
+def instances_in_flight(cfg: RunConfig, batches: bool = False) -> int:
+    """`concurrency`, else for a remote endpoint 32, or, when every server the run sends to is known to
+    batch (`batches`: vLLM, SGLang, whose in-flight limit starts at the ceiling, llm/limit.py), enough
+    instances for their agents' requests to fill the ceiling (`max_in_flight`; 128 single agents, 32 teams of
+    4): 32 single agents kept a wide server a quarter full. 1 for the embedded model (2 CPU cores serve one
+    completion at a time) and the gold self-check (CPU-bound)."""
     if cfg.concurrency:
         return cfg.concurrency
-    return 32 if cfg.base_url and not cfg.is_gold else 1
+    if not cfg.base_url or cfg.is_gold:
+        return 1
+    if not batches:
+        return REMOTE_IN_FLIGHT
+    from apibank_bench.agents.topologies import as_run
+
+    spec, as_ran = as_run(cfg)
+    return max(REMOTE_IN_FLIGHT, cfg.max_in_flight // spec.agents(as_ran))
 
 
 @dataclass
