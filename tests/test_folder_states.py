@@ -261,6 +261,11 @@ class FolderMachine(RuleBasedStateMachine):
     def has_results(self) -> bool:
         return bool(written_rows(self.out)) or (self.out / "summary.json").is_file()
 
+    def unfinished(self, cases: list) -> list:
+        """The cases of a selection without a scored row in the model (what a `--resume` runs)."""
+        finished = {key for key, what in self.rows.items() if what != "error"}
+        return [key for key in cases if key not in finished]
+
     def ran(self, to_run: list, cases: list, deselected: set = frozenset(), resumed: bool = False) -> None:
         """The model after a session that ran `to_run` of the selection `cases` (pytest deselected `deselected`).
         A session that writes no row leaves the summary as it was, but for a `--resume` with nothing left to
@@ -317,9 +322,8 @@ class FolderMachine(RuleBasedStateMachine):
     def resume(self, selection):
         STEPS['resume'] += 1
         cases = selected(selection, self.epochs)
-        finished = {key for key, what in self.rows.items() if what != "error"}
+        to_run = self.unfinished(cases)  # (before the session changes the model)
         if self.session(cases, "--resume", *selection_flags(selection)) is not None:
-            to_run = [key for key in cases if key not in finished]
             self.ran(to_run, cases, resumed=True)
             self.printed(cases, nothing_left=not to_run)
 
@@ -375,8 +379,7 @@ class FolderMachine(RuleBasedStateMachine):
         cases = selected(selection, self.epochs)
         if not cases:
             return
-        finished = {key for key, what in self.rows.items() if what != "error"}
-        to_run = [key for key in cases if key not in finished]
+        to_run = self.unfinished(cases)
         flags = selection_flags({**selection, "limit": selection["limit"] or (None if selection["only"] else 2)})
         command = [sys.executable, "-m", "pytest", str(PROJECT_ROOT / "bench_tests"), "-q", "-p", "no:cacheprovider",
                    "-p", "kill_plugin", "--apibank-out-dir", str(self.out), "--apibank-model", "stub",
@@ -411,8 +414,7 @@ class FolderMachine(RuleBasedStateMachine):
         cases = selected(selection, self.epochs)
         if not cases:
             return
-        finished = {key for key, what in self.rows.items() if what != "error"}
-        to_run = [key for key in cases if key not in finished]
+        to_run = self.unfinished(cases)
         if len(to_run) <= after:
             return  # (it would finish before the Ctrl-C: the resume rule's)
         command = [sys.executable, "-m", "apibank_bench", "run", "--out-dir", str(self.out), "--model", "stub",

@@ -112,20 +112,27 @@ def test_a_pool_that_stops_while_instances_are_queued_keeps_what_started(apibank
         pool.close()
 
 
-def test_the_embedding_model_is_preloaded_only_when_the_selection_can_need_it(apibank_root, monkeypatch):
-    import apibank_bench.scoring.scorer as scoring
+@pytest.fixture
+def loaded(monkeypatch) -> list[tuple[str, str]]:
+    """The (ToolSearcher scorer, level) of each catalog whose embeddings are loaded (none really is)."""
     import apibank_bench.scoring.toolsearcher_scorers as toolsearcher
 
-    loaded = []
+    keys: list[tuple[str, str]] = []
 
     class Catalog:
         def __init__(self, scorer, level):
             self.key = (scorer, level)
 
         def embeddings(self):
-            loaded.append(self.key)
+            keys.append(self.key)
 
     monkeypatch.setattr(toolsearcher, "searched_catalog", lambda scorer, level, root: Catalog(scorer, level))
+    return keys
+
+
+def test_the_embedding_model_is_preloaded_only_when_the_selection_can_need_it(apibank_root, loaded):
+    import apibank_bench.scoring.scorer as scoring
+
     tasks = [get_task(task_id) for task_id in manifests.manifest_ids("all")]
     searches = [t for t in tasks if t.gold.api_name == "ToolSearcher"]
     others = [t for t in tasks if t.gold.api_name != "ToolSearcher"]
@@ -191,23 +198,12 @@ def test_the_pool_fills_the_request_ceiling_only_at_a_server_known_to_batch():
     assert instances_in_flight(RunConfig(model="gold"), batches=True) == 1
 
 
-def test_run_starts_loading_the_embedding_model_of_its_selection_before_pytest_starts(monkeypatch):
+def test_run_starts_loading_the_embedding_model_of_its_selection_before_pytest_starts(loaded):
     """`run` warms what scoring a model's answers may load (commands.run.warm_scoring) while LangGraph is imported:
     the catalogs of its selection's ToolSearcher tasks; nothing for gold, for xdist workers (they score in their own
     processes) or for a selection without such tasks."""
-    import apibank_bench.scoring.toolsearcher_scorers as toolsearcher
     from apibank_bench.commands.run import warm_scoring
 
-    loaded = []
-
-    class Catalog:
-        def __init__(self, scorer, level):
-            self.key = (scorer, level)
-
-        def embeddings(self):
-            loaded.append(self.key)
-
-    monkeypatch.setattr(toolsearcher, "searched_catalog", lambda scorer, level, root: Catalog(scorer, level))
     assert warm_scoring(RunConfig(model="gold", level="all", limit=None), workers=False) is None
     assert warm_scoring(RunConfig(model="stub", level="all", limit=None), workers=True) is None
     warming = warm_scoring(RunConfig(model="stub", level="all", limit=None), workers=False)

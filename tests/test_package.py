@@ -92,3 +92,22 @@ def test_a_benchmark_case_in_a_session_not_started_as_one_says_why(tmp_path):
     done = pytest_in(tmp_path, "-q", "--co", "test_hidden.py")
     assert done.returncode != 0
     assert "was not started as a benchmark run" in done.stdout + done.stderr
+
+
+def test_a_child_interpreter_is_pointed_at_the_folder_the_package_is_imported_from(tmp_path, monkeypatch):
+    """A sweep's cells and a Slurm job's setup put first on the path the folder `apibank_bench` is imported from, as
+    the package itself says (`core.paths.import_root`): in site-packages for an installed wheel, not a folder
+    counted up from a module's place in a checkout."""
+    from types import SimpleNamespace
+
+    import apibank_bench
+    from apibank_bench.core.paths import import_root
+    from apibank_bench.sweeps.executors.slurm import sbatch_parameters
+
+    assert (import_root() / "apibank_bench" / "__init__.py").resolve() == Path(apibank_bench.__file__).resolve()
+    site = tmp_path / "site-packages"
+    monkeypatch.setattr(apibank_bench, "__file__", str(site / "apibank_bench" / "__init__.py"))  # as installed
+    assert import_root() == site.resolve()
+    options = SimpleNamespace(slurm_partition=None, slurm_time=None, slurm_gpus=None, slurm_cpus=None,
+                              slurm_mem=None, slurm_max_running=None, slurm_setup=None, slurm_sbatch={})
+    assert sbatch_parameters(options)["setup"][0].startswith(f"export PYTHONPATH={site.resolve()}")

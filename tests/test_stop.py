@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,17 @@ def _until(condition, what: str, process: subprocess.Popen | None = None, second
             raise AssertionError(f"the run ended (exit {process.returncode}) before {what}:\n{out[-3000:]}")
         assert time.monotonic() < deadline, f"no {what} after {seconds:g} s"
         time.sleep(0.05)
+
+
+@contextmanager
+def _reaped(run: subprocess.Popen):
+    """The run's whole process group is killed if it is still running when the block ends (a failed wait)."""
+    try:
+        yield
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
 
 
 # -- the client: abandon cuts requests off -------------------------------------------------------------
@@ -124,7 +136,7 @@ def test_a_signal_ends_the_run_at_once_and_resume_finishes_it(tmp_path, how, wor
     slow = LIMIT - FAST
     with OpenAIStub(default=_fast_for(IDS[:FAST], IDS)) as stub:
         run = _run(tmp_path, stub, *(["--workers", str(workers)] if workers else []))
-        try:
+        with _reaped(run):
             _until(lambda: len(read_jsonl(tmp_path / "results.jsonl")) == FAST and stub.active == slow,
                    "rows of the fast answers with the slow ones in flight", run)
             if how.startswith("ctrl-c"):
@@ -135,10 +147,6 @@ def test_a_signal_ends_the_run_at_once_and_resume_finishes_it(tmp_path, how, wor
             else:
                 run.send_signal(signal.SIGTERM)  # `kill PID`: the main process alone
             out, _ = run.communicate(timeout=300)
-        finally:
-            if run.poll() is None:
-                os.killpg(run.pid, signal.SIGKILL)
-                run.wait()
         assert run.returncode == ExitCode.INTERRUPTED, out[-3000:]
         # The run returned while every slow answer was still being computed: it closed their connections.
         assert stub.closed_early == slow, out[-3000:]
@@ -167,16 +175,12 @@ def test_a_second_ctrl_c_under_pytest_xdist_still_ends_with_the_table_and_the_su
     with OpenAIStub(default=Reply(text="[GetToday()]", delay=0.5)) as stub:
         run = bench(tmp_path, "--apibank-model", "stub", "--apibank-base-url", stub.url, "--apibank-limit", "40",
                     "--apibank-no-cache", "-n", "2", wait=False)
-        try:
+        with _reaped(run):
             _until(lambda: len(read_jsonl(tmp_path / "results.jsonl")) >= 4, "four rows", run)
             os.killpg(run.pid, signal.SIGINT)
             time.sleep(0.3)
             os.killpg(run.pid, signal.SIGINT)
             out, _ = run.communicate(timeout=120)
-        finally:
-            if run.poll() is None:
-                os.killpg(run.pid, signal.SIGKILL)
-                run.wait()
     assert run.returncode == ExitCode.INTERRUPTED, out[-3000:]
     rows = read_jsonl(tmp_path / "results.jsonl")
     summary = json.loads((tmp_path / "summary.json").read_text())

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 HERMES_OPEN, HERMES_CLOSE = "<tool_call>", "</tool_call>"
 MISTRAL_TAG, MISTRAL_ARGS = "[TOOL_CALLS]", "[ARGS]"
@@ -81,6 +81,14 @@ def _call(format: str, value: Any, argument_keys: tuple[str, ...] = ("arguments"
     return TextToolCall(format, value["name"], json.dumps(arguments, ensure_ascii=False))
 
 
+def _malformed_unless_json(format: str, read: Callable[[], TextToolCall]) -> TextToolCall:
+    """`read()`, the call of `format` its text holds, or a malformed call where that text is not JSON."""
+    try:
+        return read()
+    except ValueError:
+        return TextToolCall(format, malformed=True)
+
+
 def _hermes(text: str) -> TextToolCall | None:
     start = text.find(HERMES_OPEN)
     if start < 0:
@@ -88,26 +96,24 @@ def _hermes(text: str) -> TextToolCall | None:
     body_start = start + len(HERMES_OPEN)
     end = text.find(HERMES_CLOSE, body_start)
     body = text[body_start:] if end < 0 else text[body_start:end]  # an unclosed block runs to the end (as vLLM's)
-    try:
-        return _call("hermes", loads(body.strip()))
-    except ValueError:
-        return TextToolCall("hermes", malformed=True)
+    return _malformed_unless_json("hermes", lambda: _call("hermes", loads(body.strip())))
 
 
 def _mistral(text: str) -> TextToolCall | None:
     start = text.find(MISTRAL_TAG)
     if start < 0:
         return None
-    rest = text[start + len(MISTRAL_TAG):].lstrip()
-    try:
-        if rest[:1] in ("[", "{"):  # [TOOL_CALLS] [{"name": ..., "arguments": ...}]
-            return _call("mistral", _decode_prefix(rest))
-        name, marker, arguments = rest.partition(MISTRAL_ARGS)  # [TOOL_CALLS]name[ARGS]{...}
-        if not marker or not name.strip():
-            return TextToolCall("mistral", malformed=True)
-        return _call("mistral", {"name": name.strip(), "arguments": _decode_prefix(arguments)})
-    except ValueError:
+    return _malformed_unless_json("mistral", lambda: _mistral_call(text[start + len(MISTRAL_TAG):].lstrip()))
+
+
+def _mistral_call(rest: str) -> TextToolCall:
+    """The call after `[TOOL_CALLS]`: a JSON list or object, or `name[ARGS]{...}`."""
+    if rest[:1] in ("[", "{"):  # [TOOL_CALLS] [{"name": ..., "arguments": ...}]
+        return _call("mistral", _decode_prefix(rest))
+    name, marker, arguments = rest.partition(MISTRAL_ARGS)  # [TOOL_CALLS]name[ARGS]{...}
+    if not marker or not name.strip():
         return TextToolCall("mistral", malformed=True)
+    return _call("mistral", {"name": name.strip(), "arguments": _decode_prefix(arguments)})
 
 
 def _fenced(text: str) -> str | None:

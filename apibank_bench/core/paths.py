@@ -7,6 +7,7 @@ installed wheel runs from any folder; nothing here is found through a checkout.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -50,6 +51,14 @@ def require_root(explicit: str | os.PathLike | None = None) -> Path:
             "downloads the pinned files."
         )
     return root
+
+
+def import_root() -> Path:
+    """The folder the running `apibank_bench` package is imported from (its checkout, or site-packages for an
+    installed wheel), asked of the package itself: first on a child interpreter's path, it runs this very package
+    (a sweep's cells, a Slurm job's)."""
+    package = sys.modules[__name__.partition(".")[0]]  # imported already: this module is part of it
+    return Path(str(package.__file__)).resolve().parent.parent
 
 
 def in_checkout() -> bool:

@@ -25,6 +25,7 @@ from typing import Any, Mapping
 
 from apibank_bench.core import settings
 from apibank_bench.core.exit_codes import ExitCode
+from apibank_bench.core.paths import import_root
 from apibank_bench.runs.folder import stored_settings
 from apibank_bench.runs.results import RESULTS, SUMMARY, read_summary
 from apibank_bench.runs.summary import counts_text
@@ -120,9 +121,8 @@ def run_cell(cell: Cell, workers: str | None = None, base_url: str | None = None
         argv.append("--resume")
     if workers:
         argv += ["-n", str(workers)]
-    package_parent = str(Path(__file__).resolve().parents[2])
     environ = {**os.environ, **secret_env}  # the cell's process: this one's environment, this very package first
-    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, environ.get("PYTHONPATH")]))
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(import_root()), environ.get("PYTHONPATH")]))
     cell.path.mkdir(parents=True, exist_ok=True)
     with open(cell.path / LOG, "a", encoding="utf-8") as log:
         log.write("$ " + " ".join(argv[1:]) + "\n")

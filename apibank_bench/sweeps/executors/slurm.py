@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Sequence
 
+from apibank_bench.core.paths import import_root
 from apibank_bench.sweeps.cell_job import CellJob
 from apibank_bench.sweeps.executors import EXECUTORS, Recorded
 
@@ -39,7 +40,7 @@ def sbatch_parameters(options: Any) -> dict[str, Any]:
     parameters = {name: value for name, value in given.items() if value is not None}
     parameters["job_name"] = "apibank-sweep"
     # this very package on the node, installed or not (the cell's run is found the same way)
-    package = shlex.quote(str(Path(__file__).resolve().parents[3]))
+    package = shlex.quote(str(import_root()))
     parameters["setup"] = [f'export PYTHONPATH={package}${{PYTHONPATH:+:$PYTHONPATH}}',
                            *([options.slurm_setup] if options.slurm_setup else [])]
     parameters["additional_parameters"] = dict(options.slurm_sbatch)
