@@ -65,6 +65,7 @@ def test_the_window_gives_the_full_passs_tokens(llm, task_id, monkeypatch):
 
     # Every compared call then starts alike: the prompt's cache kept, its last token evaluated again.
     llm.create_chat_completion(messages, max_tokens=4)
+    remembered = 0
     for sampling in SAMPLINGS:
         monkeypatch.setattr(llama_cpp.Llama, "_init_sampler", original)
         full = complete(sampling)
@@ -75,6 +76,10 @@ def test_the_window_gives_the_full_passs_tokens(llm, task_id, monkeypatch):
         assert windowed == full, sampling
         # No token needed the full pass (a real speed-up, not a silent fallback).
         assert llm._sampler.decided["full"] == 0, llm._sampler.decided
+        remembered += llm._sampler.decided["remembered"]
+    # The later samplings' answers begin as the first's (the call's name): the tree's answers there are
+    # remembered from it (by grammar and tokens), and the tokens are still the full pass's.
+    assert remembered > 0
 
 
 @pytest.mark.skipif(find_spec("llama_cpp") is None, reason="needs llama-cpp-python")

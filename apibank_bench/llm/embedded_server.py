@@ -21,6 +21,11 @@ penalties to the whole vocabulary (cheap), then hands the rest of the chain
   top_k ranks last and which get probability 0;
 - the full pass itself only after a token that ended inside a UTF-8 character.
 
+The tree's answer depends only on the grammar's state, which depends only on the grammar and the
+tokens accepted so far; so it is remembered (`REMEMBERED_BYTES` of answers) by grammar and tokens: a team's
+agents answer one task with one grammar, and their answers share beginnings (the call's name, its
+first argument), which the tree then searches once for the whole team, not once per agent.
+
 llama.cpp's own `common_sampler` samples first and checks only the sampled token, which can give
 another token than the full pass; this one gives the full pass's token, up to exactly equal logits
 that the two passes may order differently (tests/test_embedded_server.py compares the two
@@ -34,7 +39,7 @@ Without tools the model's own handler gets the request unchanged.
 from __future__ import annotations
 
 import ctypes
-from collections import Counter
+from collections import Counter, OrderedDict
 from typing import Any, Callable
 
 import llama_cpp
@@ -50,6 +55,32 @@ TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32
 assert TOKEN_DATA.itemsize == ctypes.sizeof(lib.llama_token_data)
 #: The windows checked before the full pass, as multiples of top_k (1 at temperature 0).
 WINDOWS = (8, 64)
+#: Bytes of the tree's answers kept (by grammar and tokens accepted before; the least recently used dropped
+#: first): at a name or punctuation a few hundred bytes each, so a team's over many instances.
+REMEMBERED_BYTES = 32 << 20
+
+
+class Remembered:
+    """The tree's answers (admitted token ids, in token order) by grammar and the tokens accepted before."""
+
+    def __init__(self, budget: int = REMEMBERED_BYTES) -> None:
+        self.budget, self.size = budget, 0
+        self.answers: OrderedDict[tuple[Any, ...], npt.NDArray[np.int32]] = OrderedDict()
+
+    def get(self, key: tuple[Any, ...]) -> npt.NDArray[np.int32] | None:
+        ids = self.answers.get(key)
+        if ids is not None:
+            self.answers.move_to_end(key)
+        return ids
+
+    def put(self, key: tuple[Any, ...], ids: npt.NDArray[np.int32]) -> None:
+        self.answers[key] = ids
+        self.size += ids.nbytes
+        while self.size > self.budget:
+            self.size -= self.answers.popitem(last=False)[1].nbytes
+
+
+_ADMITTED = Remembered()
 
 
 def _apply(sampler: Any, data: npt.NDArray[Any]) -> None:
@@ -115,8 +146,12 @@ class PieceTree:
 class FirstAdmittedSampler:
     """llama-cpp-python's chain penalties -> grammar -> rest, the grammar checking the tokens that can win."""
 
-    def __init__(self, sampler: LlamaSampler, tree: PieceTree, top_k: int) -> None:
+    def __init__(self, sampler: LlamaSampler, tree: PieceTree, top_k: int, grammar: str | None = None) -> None:
         self.inner = sampler  # owns the chain (and frees it)
+        #: what the grammar's state is a function of, with `accepted` (the tree's answers are remembered by it;
+        #: None: its text is unknown, nothing is remembered)
+        self.grammar_key = None if grammar is None else (id(tree), grammar)
+        self.accepted: list[int] = []
         self.chain = sampler.sampler
         stages = [lib.llama_sampler_chain_get(self.chain, i) for i in range(lib.llama_sampler_chain_n(self.chain))]
         self.penalties, self.grammar, *self.rest = stages
@@ -168,17 +203,25 @@ class FirstAdmittedSampler:
                 self.decided[f"window{window}"] += 1
                 return admitted[: self.top_k]
         if not self.after_partial:
-            found, frontier = [], self.tree.roots
-            while len(frontier):
-                checked = vocab[frontier]
-                _apply(self.grammar, checked)
-                passed = checked["logit"] != -np.inf
-                found.append(checked[passed])
-                frontier = self.tree.children_of(frontier[passed])
-            admitted = np.concatenate(found)
-            if len(admitted):
+            key = None if self.grammar_key is None else (*self.grammar_key, tuple(self.accepted))
+            ids = None if key is None else _ADMITTED.get(key)
+            if ids is None:
+                found, frontier = [], self.tree.roots
+                while len(frontier):
+                    checked = vocab[frontier]
+                    _apply(self.grammar, checked)
+                    passed = checked["logit"] != -np.inf
+                    found.append(frontier[passed])
+                    frontier = self.tree.children_of(frontier[passed])
+                ids = np.sort(np.concatenate(found))
+                if key is not None:
+                    _ADMITTED.put(key, ids)
+            else:
+                self.decided["remembered"] += 1
+            if len(ids):
                 self.decided["tree"] += 1
-                return admitted[np.argsort(admitted["id"])]  # the full pass's order, less its rejected tokens
+                # the full pass's order (vocab's rows are in token order), less its rejected tokens
+                return vocab[ids]
         self.decided["full"] += 1
         _apply(self.grammar, vocab)
         return vocab
@@ -195,6 +238,7 @@ class FirstAdmittedSampler:
         assert 0 <= array.selected < array.size
         token = int(array.data[array.selected].id)
         lib.llama_sampler_accept(self.chain, token)
+        self.accepted.append(token)
         self.after_partial = bool(self.tree.partial[token])
         return token
 
@@ -224,7 +268,9 @@ def first_admitted(init_sampler: Callable[..., Any]) -> Callable[..., Any]:
                 or params.get("mirostat_mode", 0) != 0 or temp < 0 or (temp > 0 and top_k <= 0)
                 or not FirstAdmittedSampler.fits(sampler)):
             return sampler
-        return FirstAdmittedSampler(sampler, piece_tree(self), 1 if temp == 0 else top_k)
+        grammar = getattr(params["grammar"], "_grammar", None)
+        return FirstAdmittedSampler(sampler, piece_tree(self), 1 if temp == 0 else top_k,
+                                    grammar if isinstance(grammar, str) else None)
 
     return init
 
