@@ -16,13 +16,20 @@ An instance's floor is prompt tokens / prompt speed + completion tokens / genera
 ratio is its time (results.jsonl `latency_s`) over that floor. Prefix reuse can bring a ratio
 below 1 (the server keeps the previous prompt's cache, and the system prompt comes first).
 
-    python benchmarks/bench_embedded.py [--ids ID,ID,...] [--limit N] [--models M,M] [--keep DIR] [--json]
+    python benchmarks/bench_embedded.py [--ids ID,ID,...] [--limit N] [--models M,M] [--topologies T,T]
+                                        [--concurrency N] [--keep DIR] [--json]
 
 The default set: the eval manifest's first 10 and the two instances that used to hang
 (issue 32). `--limit N` takes the manifest's first N instead (0 = the whole eval set).
 `--models`: `--model` values run one after the other, each with its own floor (default: the default
-embedded model; e.g. `embedded:smollm2,embedded:gemma` or `local:PATH.gguf`). `--keep DIR` keeps each
-model's results folder (DIR/<n>-<model>) for `apibank-bench compare`.
+embedded model; e.g. `embedded:smollm2,embedded:gemma` or `local:PATH.gguf`). `--topologies`: each model
+runs each topology (default `single`; a team with the CLI's default size 4 and, decentralized, 2 rounds),
+between its two floors; a team's time per instance (the run's wall time, less the server's start as the floors'
+servers took it, over its instances, as instances overlap) is set against the single agent's, and its floor is that of its requests without prefix reuse (the
+embedded server keeps the previous prompt's KV cache, and an instance's requests go to it back to back:
+llm/limit.py `OneSlotQueue`). `--keep DIR` keeps each run's results folder (DIR/<n>-<model>[-<topology>]) for
+`apibank-bench compare`. `--concurrency N`: instances in flight (the embedded model's default is 1, and then
+no other instance's request comes between an instance's).
 """
 
 from __future__ import annotations
@@ -67,7 +74,9 @@ def messages(task_id: str, fold: bool) -> list[dict]:
 def floor_speeds(model: str, prompt: list[dict], prompts: list[str], repeats: int = 2) -> dict:
     """Prompt and generation tokens per second of the embedded model, unconstrained."""
     choice = check_local(choose(model))
+    starting = time.perf_counter()
     with server_for(choice, prompts=prompts) as server:
+        start_s = time.perf_counter() - starting
         url = server.base_url + "/chat/completions"
 
         def ask(msgs: list[dict], max_tokens: int) -> tuple[float, dict]:
@@ -89,7 +98,7 @@ def floor_speeds(model: str, prompt: list[dict], prompts: list[str], repeats: in
             seconds, usage = ask(msgs, 64)
             generating = seconds - usage["prompt_tokens"] / prompt_speed
             gen_rates.append(usage["completion_tokens"] / generating)
-    return {"prompt_tok_s": prompt_speed, "gen_tok_s": statistics.median(gen_rates), "load": load()}
+    return {"prompt_tok_s": prompt_speed, "gen_tok_s": statistics.median(gen_rates), "load": load(), "start_s": start_s}
 
 
 class TreeMemory(threading.Thread):
@@ -137,9 +146,10 @@ class TreeMemory(threading.Thread):
         return kb.get("VmRSS", 0) // 1024, kb.get("VmHWM", 0) // 1024, server
 
 
-def run_cli(ids: list[str], out: Path, model: str) -> dict:
+def run_cli(ids: list[str], out: Path, model: str, topology: str = "single", concurrency: int = 0) -> dict:
     argv = [sys.executable, "-m", "apibank_bench", "run", "--only", ",".join(ids), "--limit", "0",
-            "--no-cache", "--timeout", "600", "--out-dir", str(out), *(["--model", model] if model else [])]
+            "--no-cache", "--timeout", "600", "--out-dir", str(out), *(["--model", model] if model else []),
+            "--topology", topology, *(["--concurrency", str(concurrency)] if concurrency else [])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
     started_load = load()
     started = time.perf_counter()
@@ -153,7 +163,8 @@ def run_cli(ids: list[str], out: Path, model: str) -> dict:
     if process.returncode not in (0, 1):  # 1: some instance wrong, as pytest reports failures
         raise RuntimeError(f"{' '.join(argv)} exited {process.returncode}:\n{output[-3000:]}")
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line]
-    return {"wall_s": wall, "rows": rows, "peak_tree_mb": memory.peak_tree_mb,
+    summary = json.loads((out / "summary.json").read_text())
+    return {"wall_s": wall, "run_s": summary["wall_time_s"], "rows": rows, "peak_tree_mb": memory.peak_tree_mb,
             "server_hwm_mb": memory.server_hwm_mb, "load_before": started_load, "load_after": load(),
             "closing": [line for line in output.splitlines() if "correct" in line or "overall" in line][-3:]}
 
@@ -162,46 +173,65 @@ def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20, method="inclusive")[-1] if len(values) > 1 else values[0]
 
 
-def measure(model: str, ids: list[str], out: Path) -> dict:
-    """One model: its floor before and after, the run in between, each instance against the floor."""
+def measure(model: str, ids: list[str], out: Path, topologies: list[str] | None = None, concurrency: int = 0) -> dict:
+    """One model: its floor before and after, the runs (one per topology) in between, each instance against the
+    floor. The report is the first topology's, with every topology's under `topologies`."""
     choice = check_local(choose(model))
     prompts = sorted((messages(tid, choice.fold_system) for tid in ids), key=lambda msgs: len(msgs[-1]["content"]))
     typical = prompts[len(prompts) // 2]  # the median prompt: a long one costs minutes on a loaded machine
     texts = ["\n\n".join(m["content"] for m in msgs) for msgs in prompts]
+    topologies = topologies or ["single"]
     before = floor_speeds(model, typical, texts)
-    run = run_cli(ids, out, model)
+    runs = {topology: run_cli(ids, out if len(topologies) == 1 else out.with_name(f"{out.name}-{topology}"), model,
+                              topology, concurrency) for topology in topologies}
     after = floor_speeds(model, typical, texts)
     prompt_speed = (before["prompt_tok_s"] + after["prompt_tok_s"]) / 2
     gen_speed = (before["gen_tok_s"] + after["gen_tok_s"]) / 2
+    reports = [run_report(model, choice, ids, runs[topology], topology, prompt_speed, gen_speed, before, after)
+               for topology in topologies]
+    single = next((r for r in reports if r["topology"] == "single"), None)
+    for report in reports:
+        report["vs_single"] = report["per_instance_s"] / single["per_instance_s"] if single else None
+    return {**reports[0], "topologies": reports}
 
+
+def run_report(model: str, choice, ids: list[str], run: dict, topology: str, prompt_speed: float, gen_speed: float,
+               before: dict, after: dict) -> dict:
     rows = run["rows"]
     per = []
     for row in rows:
         floor = (row.get("prompt_tokens") or 0) / prompt_speed + (row.get("completion_tokens") or 0) / gen_speed
         per.append({"id": row["id"], "s": row["latency_s"], "floor_s": floor, "ratio": row["latency_s"] / floor if floor else None,
                     "prompt": row.get("prompt_tokens"), "completion": row.get("completion_tokens"),
-                    "stage": row.get("stage"), "correct": row.get("correct")})
+                    "calls": row.get("model_calls"), "stage": row.get("stage"), "correct": row.get("correct"),
+                    "answer": row.get("predicted_call")})
     times = [p["s"] for p in per]
     ratios = [p["ratio"] for p in per if p["ratio"]]
     return {
-        "model": model or "(default)", "name": choice.name, "sha256": choice.sha256,
+        "model": model or "(default)", "name": choice.name, "sha256": choice.sha256, "topology": topology,
         "instances": len(rows), "missing": sorted(set(ids) - {row["id"] for row in rows}),
         "errors": sum(row.get("stage") == "error" for row in rows),
         "unparsed": sum(row.get("stage") == "parse" for row in rows),
         "correct": sum(bool(row.get("correct")) for row in rows),
+        "calls": sum(p["calls"] or 0 for p in per),
         "floor": {"prompt_tok_s": round(prompt_speed, 1), "gen_tok_s": round(gen_speed, 1),
                   "before": before, "after": after},
         "time_s": {"median": statistics.median(times), "p95": p95(times), "max": max(times)},
         "ratio": {"median": statistics.median(ratios), "p95": p95(ratios), "max": max(ratios)},
         "max_over_median": max(times) / statistics.median(times),
-        "wall_s": run["wall_s"], "peak_tree_mb": run["peak_tree_mb"], "server_hwm_mb": run["server_hwm_mb"],
-        "load_before": run["load_before"], "load_after": run["load_after"], "out_dir": str(out), "per_instance": per,
+        # instances overlap (the pool keeps several in flight): the run's time (less its server's start, timed
+        # as the floors' servers start) over its instances is one's cost
+        "per_instance_s": (run["run_s"] - (before["start_s"] + after["start_s"]) / 2) / max(1, len(rows)),
+        "no_reuse_floor_s": sum(p["floor_s"] for p in per) / max(1, len(per)),
+        "wall_s": run["wall_s"], "run_s": run["run_s"], "peak_tree_mb": run["peak_tree_mb"],
+        "server_hwm_mb": run["server_hwm_mb"], "load_before": run["load_before"], "load_after": run["load_after"],
+        "per_instance": per,
     }
 
 
 def show(report: dict) -> None:
     floor = report["floor"]
-    print(f"== {report['model']}: {report['name']}")
+    print(f"== {report['model']}: {report['name']}, {report['topology']}")
     print(f"floor: prompt {floor['prompt_tok_s']:.1f} tok/s, generation {floor['gen_tok_s']:.1f} tok/s "
           f"(before: load {floor['before']['load']}; after: load {floor['after']['load']})")
     print(f"{'instance':<66} {'s':>7} {'floor':>6} {'ratio':>6} {'prompt':>6} {'compl':>5} stage")
@@ -216,6 +246,19 @@ def show(report: dict) -> None:
           f"{report['errors']} errors, {report['unparsed']} unparsed, missing {len(report['missing'])}; peak RSS: "
           f"server {report['server_hwm_mb']} MB, run with server {report['peak_tree_mb']} MB; "
           f"load {report['load_before']} -> {report['load_after']}")
+
+
+def show_topologies(reports: list[dict]) -> None:
+    """Each model's topologies: the time per instance against the single agent's (markdown)."""
+    print("| model | topology | correct | model calls | per instance (run / instances) | vs single | "
+          "floor without reuse | server peak | load before -> after |")
+    print("|" + " --- |" * 9)
+    for report in reports:
+        for r in report["topologies"]:
+            vs = f"{r['vs_single']:.2f}x" if r["vs_single"] else "-"
+            print(f"| {r['name']} | {r['topology']} | {r['correct']}/{r['instances']} ({r['errors']} errors) | "
+                  f"{r['calls']} | {r['per_instance_s']:.1f} s | {vs} | {r['no_reuse_floor_s']:.1f} s | "
+                  f"{r['server_hwm_mb']} MB | {r['load_before']} -> {r['load_after']} |")
 
 
 def side_by_side(reports: list[dict]) -> None:
@@ -241,7 +284,11 @@ def main() -> None:
     parser.add_argument("--ids", help="comma-separated task IDs (default: the eval set's first 10 + the two slow ones)")
     parser.add_argument("--limit", type=int, help="the eval manifest's first N instead (0 = all 100)")
     parser.add_argument("--models", default="", help="comma-separated --model values (default: the default model)")
-    parser.add_argument("--keep", type=Path, help="keep each model's results folder under this folder")
+    parser.add_argument("--topologies", default="single",
+                        help="comma-separated --topology values each model runs (default: single)")
+    parser.add_argument("--concurrency", type=int, default=0,
+                        help="instances in flight (default: the run's, 1 for the embedded model)")
+    parser.add_argument("--keep", type=Path, help="keep each run's results folder under this folder")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     manifest = manifest_ids("all")
@@ -257,14 +304,18 @@ def main() -> None:
         for index, model in enumerate(models):
             slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in model or "default")
             out = (args.keep or Path(scratch)) / f"{index}-{slug}"
-            reports.append(measure(model, ids, out))
+            topologies = [t.strip() for t in args.topologies.split(",") if t.strip()]
+            reports.append(measure(model, ids, out, topologies, args.concurrency))
     if args.json:
         print(json.dumps(reports if len(reports) > 1 else reports[0], indent=2))
         return
     for report in reports:
-        show(report)
+        for run in report["topologies"]:
+            show(run)
     if len(reports) > 1:
         side_by_side(reports)
+    if any(len(report["topologies"]) > 1 for report in reports):
+        show_topologies(reports)
 
 
 if __name__ == "__main__":
