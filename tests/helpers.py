@@ -1,7 +1,8 @@
 """What several test modules share: the eval IDs, running the benchmark in a subprocess (`bench`,
 `run_command`, `pytest_with_cache`), a scripted endpoint's answers (`task_of`, `mixed`), comparing
-results folders, and reading the HTML report in headless Chromium (`browse`, `Page`). Test modules
-import these from here, never from one another; fixtures are in conftest.py."""
+results folders, starting llama-cpp-python's server as a user starts it (`llama_cpp_python_server`),
+and reading the HTML report in headless Chromium (`browse`, `Page`). Test modules import these from
+here, never from one another; fixtures are in conftest.py."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
+from contextlib import contextmanager
 from functools import cache
 from html.parser import HTMLParser
 from pathlib import Path
@@ -103,6 +106,43 @@ def written_rows(out: Path) -> list[dict]:
         except ValueError:
             continue
     return rows
+
+
+def wait_ready(server: subprocess.Popen, url: str, log: Path) -> None:
+    """Until the OpenAI-compatible server at `url` lists a model; fails on its exit, with its log."""
+    import urllib.request
+
+    deadline = time.monotonic() + 300  # a guard against a server that never comes up
+    while time.monotonic() < deadline:
+        assert server.poll() is None, f"the server exited ({server.returncode}):\n{log.read_text()[-3000:]}"
+        try:
+            with urllib.request.urlopen(url + "/models", timeout=2) as answer:
+                if json.loads(answer.read()).get("data"):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"the server did not come up:\n{log.read_text()[-3000:]}")
+
+
+@contextmanager
+def llama_cpp_python_server(model: Path, chat_format: str, log: Path, *options: str):
+    """`python -m llama_cpp.server --model MODEL --chat_format FORMAT [options] --port P`, as a user starts it
+    (its own port, so that tests can run side by side); yields its base URL, kills it after."""
+    from apibank_bench.llm.embedded_launcher import free_port
+
+    port = free_port()
+    with open(log, "wb") as out:
+        server = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--chat_format",
+                                   chat_format, *options, "--port", str(port)],
+                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://localhost:{port}/v1"
+    try:
+        wait_ready(server, url, log)
+        yield url
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
 
 
 def chromium() -> str:

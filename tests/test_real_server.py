@@ -17,9 +17,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from importlib.util import find_spec
-from pathlib import Path
 
 import pytest
 
@@ -35,40 +33,14 @@ needs_model = pytest.mark.skipif(
 INSTANCES = 3
 
 
-def _wait_ready(server: subprocess.Popen, url: str, log: Path) -> None:
-    import urllib.request
-
-    deadline = time.monotonic() + 300  # a guard against a server that never comes up
-    while time.monotonic() < deadline:
-        assert server.poll() is None, f"the server exited ({server.returncode}):\n{log.read_text()[-3000:]}"
-        try:
-            with urllib.request.urlopen(url + "/models", timeout=2) as answer:
-                if json.loads(answer.read()).get("data"):
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise AssertionError(f"the server did not come up:\n{log.read_text()[-3000:]}")
-
-
 @pytest.fixture
 def llama_cpp_python_server(tmp_path):
     """llama-cpp-python's server on the embedded model's GGUF, at its defaults but for the chat template."""
-    from apibank_bench.llm.embedded_launcher import free_port, model_file
+    from apibank_bench.llm.embedded_launcher import model_file
+    from helpers import llama_cpp_python_server
 
-    port = free_port()
-    log = tmp_path / "server.log"
-    with open(log, "wb") as out:
-        server = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model_file()),
-                                   "--chat_format", "gemma", "--port", str(port)],
-                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://localhost:{port}/v1"
-    try:
-        _wait_ready(server, url, log)
+    with llama_cpp_python_server(model_file(), "gemma", tmp_path / "server.log") as url:
         yield url
-    finally:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
 
 
 @needs_model
@@ -109,6 +81,7 @@ def test_the_docs_recipe_for_llama_cpp_python_sends_the_grammar_and_the_system_p
     """docs/servers.md's two lines, as written but for the GGUF's path, the port and a few instances: every answer
     is one short call (the grammar was sent), the gemma format's dropped system message is found and folded."""
     from apibank_bench.llm.embedded_launcher import free_port, model_file
+    from helpers import wait_ready
 
     server_words, run_words = recipe()
     port = free_port()
@@ -119,7 +92,7 @@ def test_the_docs_recipe_for_llama_cpp_python_sends_the_grammar_and_the_system_p
         server = subprocess.Popen(server_argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://localhost:{port}/v1"
     try:
-        _wait_ready(server, url, log)
+        wait_ready(server, url, log)
         out_dir = tmp_path / "run"
         argv = [sys.executable, "-m", "apibank_bench", *[word.replace(":8000/", f":{port}/") for word in run_words[1:]],
                 "--limit", str(RECIPE_INSTANCES), "--no-cache", "--out-dir", str(out_dir)]

@@ -13,7 +13,9 @@ queued or running alone (DIR/jobs.json records each cell's job) and resumes or r
 results and job; the same command again (or `--tabulate`) collects.
 Then DIR/sweep.csv and DIR/sweep.md hold accuracy with its 95% Wilson interval, n and errors per cell
 and level, tokens and wall time per cell; with a seed axis, DIR/sweep_seeds.csv and sweep.md add the
-mean ± sd of accuracy over the seeds. Build the HTML report with `apibank-bench report DIR --out DIR/report`.
+mean ± sd of accuracy over the seeds; with an --agent-kind chat,sdk axis, DIR/sweep_modes.csv and sweep.md add
+the model x mode table (each chat cell against the sdk cell of its setup, paired). Build the HTML report with
+`apibank-bench report DIR --out DIR/report`.
 
 Exit codes: 0 every cell is complete (with --no-wait: every unfinished cell is submitted or already
 queued or running); 1 some cell is incomplete (errors, or not run: rerun to resume); 2 bad usage

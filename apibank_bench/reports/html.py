@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from apibank_bench.reports.compare import (MDD_NOTE, Run, compare_runs, first_epoch, format_mdd, format_p, load_run,
                                           pairing_words)
-from apibank_bench.reports.modes import mode_comparisons
+from apibank_bench.reports.modes import mode_comparisons, mode_of
 from apibank_bench.runs.epochs import correct_epochs
 from apibank_bench.runs.results import SUMMARY, TRACES, read_trace, trace_name
 from apibank_bench.runs.team import protocol_words
@@ -116,8 +116,22 @@ def _answered_by(run: Run) -> str:
     from apibank_bench.agents.topologies import is_team
 
     team = f"team of {setup['team_size']}" if is_team(topology) and setup.get("team_size") else None
-    return " / ".join(str(part) for part in (topology, protocol_words(setup), model, team, setup.get("message_format"))
-                      if part)
+    return " / ".join(str(part) for part in (topology, *_kind_words(run), protocol_words(setup), model, team,
+                                             setup.get("message_format")) if part)
+
+
+def _kind_words(run: Run) -> list[str]:
+    """An sdk run's mode (the chat and sdk runs of one setup differ in nothing else the name shows), and its
+    `--tool-parse` and `--history` where not the defaults; nothing for a chat run or a topology named for it."""
+    setup = run.config.get("run") or {}
+    if mode_of(run) != "sdk":
+        return []
+    words = [] if "sdk" in str(setup.get("topology")) else ["sdk"]
+    if setup.get("tool_parse", "both") != "both":
+        words.append(f"tool parse {setup['tool_parse']}")
+    if setup.get("history", "text") != "text":
+        words.append(f"history {setup['history']}")
+    return words
 
 
 def _correct(part: dict) -> str:
@@ -269,10 +283,8 @@ def modes_section(comparisons: list[dict]) -> str:
     """The model x mode table (reports.modes): each chat run against the sdk run of its setup."""
     from apibank_bench.reports import modes
 
-    notes = "".join(f'<p class="note">{escape(comp["sdk"])}: no answer came through a tool call; this is not a '
-                    "function-calling result</p>" for comp in comparisons
-                    if comp["answered_by"]["sdk"] and not comp["answered_by"]["sdk"].get("tool_call")
-                    and not comp["answered_by"]["sdk"].get("client_parse"))
+    notes = "".join(f'<p class="note">{escape(comp["sdk"])}: {escape(modes.NO_TOOL_CALLS)}</p>'
+                    for comp in comparisons if modes.no_tool_calls(comp))
     return (notes + _table(modes.HEADER, modes.rows(comparisons), name_columns=4)
             + "<p>Paired on the instances both runs answered (epoch 0); the difference is the sdk run's accuracy "
               "minus the chat run's, with a paired-bootstrap interval and the exact McNemar test.</p>")

@@ -64,10 +64,22 @@ def answered_mix(run: Run) -> dict[str, int]:
     return {**{str(path): counts.pop(str(path), 0) for path in AnsweredBy}, **dict(sorted(counts.items()))}
 
 
+def _tool_parse(run: Run) -> str:
+    return str((run.config.get("run") or {}).get("tool_parse") or "both")
+
+
 def mode_pairs(runs: list[Run]) -> list[tuple[Run, Run]]:
-    """(chat run, sdk run) for every two runs that are the two modes of one setup, in the order given."""
+    """(chat run, sdk run) for every two runs that are the two modes of one setup, in the order given. A chat
+    agent reads no `--tool-parse`, so a sweep's chat cells of several values are the same run: an sdk run is
+    paired with the chat run of its own value where there is one (a row per sdk cell, not per chat duplicate),
+    else with every chat run of its setup."""
     chats = [run for run in runs if mode_of(run) == "chat"]
-    return [(chat, sdk) for sdk in runs if mode_of(sdk) == "sdk" for chat in chats if _setup(chat) == _setup(sdk)]
+    found = []
+    for sdk in (run for run in runs if mode_of(run) == "sdk"):
+        same = [chat for chat in chats if _setup(chat) == _setup(sdk)]
+        own = [chat for chat in same if _tool_parse(chat) == _tool_parse(sdk)]
+        found += [(chat, sdk) for chat in own or same]
+    return found
 
 
 def mode_comparisons(runs: list[Run], seed: int = 0) -> list[dict]:
@@ -91,7 +103,7 @@ def mode_comparisons(runs: list[Run], seed: int = 0) -> list[dict]:
 
 
 HEADER = ["model", "topology", "chat run", "sdk run", "paired n", "chat", "sdk", "sdk - chat",
-          "95% CI (paired bootstrap)", "McNemar p (exact)", "sdk answered by"]
+          "95% CI (paired bootstrap)", "McNemar p (exact)", "chat answered by", "sdk answered by"]
 
 
 def mix_text(mix: dict[str, int]) -> str:
@@ -109,8 +121,18 @@ def rows(comparisons: list[dict]) -> list[list]:
         table.append([comp["model"], comp["topology"], comp["chat"], comp["sdk"], overall["n"],
                       f"{overall['accuracy_baseline']:.1%}", f"{overall['accuracy_run']:.1%}",
                       f"{overall['difference']:+.1%}", f"[{low:+.3f}, {high:+.3f}]", format_p(overall["mcnemar_p"]),
-                      mix_text(comp["answered_by"]["sdk"])])
+                      mix_text(comp["answered_by"]["chat"]), mix_text(comp["answered_by"]["sdk"])])
     return table
+
+
+def no_tool_calls(comp: dict) -> bool:
+    """Whether the pair's sdk run names its paths and none of its answers came through a tool call: its number
+    is a text result, whatever its agent kind."""
+    mix = comp["answered_by"]["sdk"]
+    return bool(mix) and not any(mix.get(str(path)) for path in (AnsweredBy.TOOL_CALL, AnsweredBy.CLIENT_PARSE))
+
+
+NO_TOOL_CALLS = "no answer came through a tool call: this is not a function-calling result"
 
 
 def mode_lines(comparisons: list[dict]) -> list[str]:
@@ -126,7 +148,6 @@ def mode_lines(comparisons: list[dict]) -> list[str]:
                   f"{format_p(overall['mcnemar_p'])}",
                   f"  answered by: chat {mix_text(comp['answered_by']['chat'])}; sdk "
                   f"{mix_text(comp['answered_by']['sdk'])}"]
-        if comp["answered_by"]["sdk"] and not any(comp["answered_by"]["sdk"].get(str(path)) for path in
-                                                  (AnsweredBy.TOOL_CALL, AnsweredBy.CLIENT_PARSE)):
-            lines.append(f"  {comp['sdk']}: no answer came through a tool call: this is not a function-calling result")
+        if no_tool_calls(comp):
+            lines.append(f"  {comp['sdk']}: {NO_TOOL_CALLS}")
     return lines

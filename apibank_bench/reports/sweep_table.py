@@ -13,13 +13,17 @@ from apibank_bench.core.files import write_atomic
 from apibank_bench.sweeps.cell_job import status
 from apibank_bench.sweeps.grid import Cell, axis_label
 
-SWEEP_CSV, SWEEP_MD, SEEDS_CSV = "sweep.csv", "sweep.md", "sweep_seeds.csv"
+SWEEP_CSV, SWEEP_MD, SEEDS_CSV, MODES_CSV = "sweep.csv", "sweep.md", "sweep_seeds.csv", "sweep_modes.csv"
 
 LEVEL_COLUMNS = ["status", "n", "correct", "errors", "accuracy", "wilson_low", "wilson_high"]
 CELL_COLUMNS = ["tokens", "tokens_per_instance", "instances_missing_usage", "wall_time_s"]
 #: A cell of several epochs: its attempts ((instance, epoch) rows; `n` counts instances) and its spread
 #: across the epochs' seeds (runs.epochs). `epochs` is left out when it is an axis (it is then already a column).
 EPOCH_COLUMNS = ["epochs", "attempts", "epoch_accuracies", "sd_over_epochs", "flip_rate"]
+#: A chat cell against an sdk cell of its setup (reports.modes): both accuracies, sdk - chat with its paired
+#: bootstrap interval, the exact McNemar p, and each cell's answered_by mix.
+MODES_COLUMNS = ["model", "topology", "chat_cell", "sdk_cell", "tool_parse", "history", "paired", "chat_accuracy",
+                 "sdk_accuracy", "difference", "ci_low", "ci_high", "mcnemar_p", "chat_answered_by", "sdk_answered_by"]
 
 
 def shown_values(cell: Cell) -> dict[str, str]:
@@ -181,24 +185,49 @@ def frontier_markdown(cells: list[Cell], prices=None) -> str:
     return f"\n## Accuracy–cost frontier\n\n{frontier.markdown(frontier.frontier(runs, prices))}\n"
 
 
-def modes_markdown(cells: list[Cell]) -> str:
-    """Chat against function calling (reports.modes): each chat cell paired with the sdk cells of its setup, or ""."""
+def mode_comparisons(cells: list[Cell]) -> list[dict]:
+    """Chat against function calling (reports.modes): each chat cell paired with the sdk cells of its setup."""
     from apibank_bench.reports import modes
     from apibank_bench.reports.compare import load_run
     from apibank_bench.runs.results import RESULTS
 
     ran = [load_run(cell.path, cell.label) for cell in cells if cell.summary and (cell.path / RESULTS).is_file()]
-    found = modes.mode_comparisons(ran) if len(ran) > 1 else []
+    return modes.mode_comparisons(ran) if len(ran) > 1 else []
+
+
+def modes_markdown(found: list[dict]) -> str:
+    """The model x mode table of `mode_comparisons`, or "" when no chat cell has an sdk cell of its setup."""
+    from apibank_bench.reports import modes
+
     if not found:
         return ""
     table = _markdown(modes.HEADER, [[str(value) for value in row] for row in modes.rows(found)])
-    return f"\n## Chat against function calling (model x mode, paired)\n\n{table}\n"
+    notes = "".join(f"\n{comp['sdk']}: {modes.NO_TOOL_CALLS}.\n" for comp in found if modes.no_tool_calls(comp))
+    return f"\n## Chat against function calling (model x mode, paired)\n\n{table}\n{notes}"
+
+
+def mode_rows(found: list[dict]) -> list[dict]:
+    """sweep_modes.csv: a row per chat/sdk pair, its numbers unrounded (paired on epoch 0's instances)."""
+    from apibank_bench.reports.modes import mix_text
+
+    rows = []
+    for comp in found:
+        overall = comp["overall"]
+        low, high = overall["ci_95"]
+        rows.append({"model": comp["model"], "topology": comp["topology"], "chat_cell": comp["chat"],
+                     "sdk_cell": comp["sdk"], "tool_parse": comp["tool_parse"], "history": comp["history"],
+                     "paired": overall["n"], "chat_accuracy": round(overall["accuracy_baseline"], 4),
+                     "sdk_accuracy": round(overall["accuracy_run"], 4), "difference": round(overall["difference"], 4),
+                     "ci_low": round(low, 4), "ci_high": round(high, 4), "mcnemar_p": overall["mcnemar_p"],
+                     "chat_answered_by": mix_text(comp["answered_by"]["chat"]),
+                     "sdk_answered_by": mix_text(comp["answered_by"]["sdk"])})
+    return rows
 
 
 def write_tables(out: Path, axes: Mapping[str, list[str]], cells: list[Cell], prices=None) -> str:
     """sweep.csv, sweep.md (and sweep_seeds.csv when seed is an axis); returns the Markdown. With two cells
-    or more that have results, sweep.md pairs chat and sdk cells of one setup (`modes_markdown`) and marks the
-    accuracy–cost frontier (`prices`: a runs.cost.PriceTable)."""
+    or more that have results, sweep.md pairs chat and sdk cells of one setup (`modes_markdown`; the same
+    table in sweep_modes.csv) and marks the accuracy–cost frontier (`prices`: a runs.cost.PriceTable)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rows = cell_rows(cells)
@@ -211,7 +240,10 @@ def write_tables(out: Path, axes: Mapping[str, list[str]], cells: list[Cell], pr
         write_atomic(out / SEEDS_CSV, to_csv(seeds, [*others, "level", "seeds", "all_complete", "mean_accuracy",
                                                      "sd_accuracy", "min_accuracy", "max_accuracy", "accuracies"]))
         markdown += f"\n## Accuracy over seeds {', '.join(axes['seed'])}\n\n{seeds_markdown(axes, seeds)}\n"
-    markdown += modes_markdown(cells)
+    modes = mode_comparisons(cells)
+    if modes:
+        write_atomic(out / MODES_CSV, to_csv(mode_rows(modes), MODES_COLUMNS))
+    markdown += modes_markdown(modes)
     markdown += frontier_markdown(cells, prices)
     write_atomic(out / SWEEP_MD, markdown)
     return markdown
