@@ -185,6 +185,7 @@ def test_the_report_over_the_real_sweep_shows_the_table_in_headless_chromium(tmp
     assert "<script" not in page_text
     probe.write_text(page_text.replace("</body>", VISIBLE_TABLE + "</body>"), encoding="utf-8")
     dom = browse(probe, tmp_path / "profile", "--dump-dom", "--window-size=1400,900").stdout
+    assert "<h2>Chat against function calling" in dom
     shown = json.loads(html.unescape(re.search(r"<title>(.*?)</title>", dom, flags=re.S).group(1)))
     assert shown["width"] > 0 and shown["height"] > 0 and shown["visibility"] == "visible", shown
     header, *rows = shown["rows"]
