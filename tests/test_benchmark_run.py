@@ -30,8 +30,8 @@ def lines(out_dir) -> tuple[list, list, list[str]]:
 
 def test_a_script_runs_the_gold_self_check_and_gets_the_rows_the_pytest_run_writes(tmp_path):
     run = headless(tmp_path / "script", model="gold", limit=6)
-    assert run.summary is not None and run.summary["total"] == 6 and run.summary["correct"] == 6
-    assert run.summary["config"]["run"]["model"] == "gold" and run.summary["complete"]
+    assert run.outcome.summary is not None and run.outcome.summary["total"] == 6 and run.outcome.summary["correct"] == 6
+    assert run.outcome.summary["config"]["run"]["model"] == "gold" and run.outcome.summary["complete"]
     by_pytest = run_command(tmp_path / "pytest", "--model", "gold", "--limit", "6")
     assert by_pytest.returncode == 0, by_pytest.stdout[-2000:]
     results, predictions, traces = lines(tmp_path / "script")
@@ -45,9 +45,9 @@ def test_a_script_runs_a_scripted_model_and_gets_the_rows_the_pytest_run_writes(
         by_pytest = run_command(tmp_path / "pytest", "--base-url", stub.url, "--model", "stub-model", "--limit", "6",
                                 "--no-cache")
     assert by_pytest.returncode == 0, by_pytest.stdout[-2000:]
-    summary = run.summary or {}
+    summary = run.outcome.summary or {}
     assert summary["correct"] == 3 and summary["total"] == 6  # `mixed`: every other instance right
-    assert summary["endpoints"] and run.done == 6  # the script's client counted its requests
+    assert summary["endpoints"] and run.tally.done == 6  # the script's client counted its requests
     assert lines(tmp_path / "script") == lines(tmp_path / "pytest")
 
 
@@ -61,11 +61,11 @@ def test_a_script_starts_the_embedded_model_once_and_stops_it(tmp_path, monkeypa
     import embedded_stand_in  # noqa: F401 - replaces the server's start for this test
 
     run = headless(tmp_path / "out", limit=3, cache=False)
-    assert run.summary and run.summary["total"] == 3 and run.summary["errors"] == 0
+    assert run.outcome.summary and run.outcome.summary["total"] == 3 and run.outcome.summary["errors"] == 0
     assert len(starts.read_text().splitlines()) == 1  # one server for the run
-    assert run.local_url and run.summary["config"]["provenance"]["endpoint_models"]  # asked where it answered
+    assert run.parts.local_url and run.outcome.summary["config"]["provenance"]["endpoint_models"]  # asked where it answered
     with pytest.raises(OSError):  # stopped with the run
-        urllib.request.urlopen(f"{run.local_url}/models", timeout=5)
+        urllib.request.urlopen(f"{run.parts.local_url}/models", timeout=5)
 
 
 def test_a_script_keeps_one_run_per_folder(tmp_path):
@@ -73,7 +73,7 @@ def test_a_script_keeps_one_run_per_folder(tmp_path):
     with pytest.raises(FolderTaken, match="holds another run's results"):
         BenchmarkRun(settings.from_environment(out_dir=str(tmp_path), model="gold", limit=3)).open_folder()
     resumed = headless(tmp_path, model="gold", limit=3, resume=True)
-    assert resumed.to_run == [resumed.cases()[2]] and resumed.summary and resumed.summary["total"] == 3
+    assert resumed.selection.to_run == [resumed.cases()[2]] and resumed.outcome.summary and resumed.outcome.summary["total"] == 3
 
 
 def test_a_script_without_pytest_resolves_its_settings_and_runs(tmp_path):

@@ -145,6 +145,7 @@ def test_the_progress_line_shows_requests_waiting_to_retry_and_the_limit():
 
     from apibank_bench.plugin.progress import Progress
     from apibank_bench.runs.benchmark_run import BenchmarkRun
+    from apibank_bench.runs.parts import RunParts
 
     class Reporter:
         lines: list[str] = []
@@ -161,8 +162,9 @@ def test_the_progress_line_shows_requests_waiting_to_retry_and_the_limit():
         waiting = 31
 
     config = SimpleNamespace(pluginmanager=SimpleNamespace(get_plugin=lambda name: Reporter()))
-    run = BenchmarkRun(settings.resolve(lambda s: None))
-    run.total, run.done, run.errors, run.running_since, run.model = 100, 10, 10, 0.0, Client()
+    cfg = settings.resolve(lambda s: None)
+    run = BenchmarkRun(cfg, parts=RunParts(cfg, models=Client()))
+    run.selection.total, run.tally.done, run.tally.errors, run.running_since = 100, 10, 10, 0.0
     Progress(config, run, quiet=False).plain()
     assert "2 requests in flight (limit 6), 31 waiting to retry" in Reporter.lines[-1]  # the learned limit too
 

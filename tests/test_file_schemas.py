@@ -220,7 +220,7 @@ def test_a_folder_written_before_versions_reads_as_version_1_and_a_run_continues
     before = (old / "results.jsonl").read_text()
 
     run = headless(old, model="gold", limit=4, resume=True)
-    assert run.summary["total"] == 4 and run.summary["correct"] == 4
+    assert run.outcome.summary["total"] == 4 and run.outcome.summary["correct"] == 4
     rows = lines(old / "results.jsonl")
     assert rows[:3] == [json.loads(line) for line in before.splitlines()]  # the old lines as they were
     assert [row.get("schema_version") for row in rows] == [None, None, None, 1]  # each line names its own form

@@ -30,6 +30,7 @@ from apibank_bench.optimize.context import Context
 from apibank_bench.optimize.events import EventLog
 from apibank_bench.optimize.roles import roles
 from apibank_bench.core.paths import PROJECT_ROOT
+from apibank_bench.runs.parts import RunParts
 from apibank_bench.runs.results import read_jsonl
 from apibank_bench.scoring import Scorer
 from apibank_bench.core import settings
@@ -299,7 +300,7 @@ def test_evaluate_refuses_eval_instances_before_any_request(scripted_stub, apiba
     cfg = RunConfig(topology="single", model="stub-model", base_url=[scripted_stub.url])
     ctx = Context(topology="single", roles=["solver"], seed_prompts={"solver": "x"}, train_ids=SPLIT["train"],
                   validation_ids=SPLIT["validation"], seed=0, budget=1, hyper={}, out_dir=tmp_path,
-                  run_config=cfg, client=client, scorer=Scorer(apibank_root),
+                  parts=RunParts(cfg, models=client, scorer=Scorer(apibank_root)),
                   events=EventLog(tmp_path / "log.jsonl", stream=None), protected_ids=EVAL_IDS)
     before = len(scripted_stub.chat_requests)
     with pytest.raises(ValueError, match="eval-set"):

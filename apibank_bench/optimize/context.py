@@ -10,7 +10,6 @@ the threads finish in, and `rng` is the only randomness a method may use.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import random
@@ -18,14 +17,14 @@ import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
-from apibank_bench.agents import Solver, build_solver
 from apibank_bench.agents.prompts import task_prompt
 from apibank_bench.agents.team_models import TeamModels
 from apibank_bench.core.settings import RunConfig
 from apibank_bench.llm import ChatClient, ModelError
-from apibank_bench.runs.instances import InstancePool, InstanceResult
+from apibank_bench.runs.instances import InstanceResult
+from apibank_bench.runs.parts import RunParts, with_prompts
 from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.scoring.stage import Stage
 from apibank_bench.data.tasks import Task, get_task
@@ -66,26 +65,6 @@ def write_prompts(folder: Path, topology: str, prompts: dict[str, str]) -> Path:
     return Path(folder)
 
 
-def _run_tasks(tasks: list[Task], solver: Solver, scorer: Scorer, workers: int,
-               on_done: Callable[[InstanceResult], None] | None = None) -> list[InstanceResult]:
-    """Solve and score tasks in the run's instance pool, `workers` in flight; results in the order of `tasks`.
-
-    `on_done` sees each result in that order, on this thread.
-    """
-    by_id = {task.combined_id: task for task in tasks}
-    pool = InstancePool(by_id.__getitem__, solver, scorer, concurrency=min(workers, len(tasks)) or 1)
-    pool.start(by_id)
-    try:
-        results = []
-        for task_id in by_id:
-            results.append(pool.result(task_id))
-            if on_done is not None:
-                on_done(results[-1])
-        return results
-    finally:
-        pool.close()
-
-
 def rollout_from(outcome: InstanceResult) -> Rollout:
     row = outcome.row
     return Rollout(
@@ -120,8 +99,7 @@ class Context:
 
     def __init__(self, *, topology: str, roles: list[str], seed_prompts: dict[str, str], train_ids: list[str],
                  validation_ids: list[str], seed: int, budget: int, hyper: dict[str, Any], out_dir: Path,
-                 run_config: RunConfig, client: ChatClient | TeamModels, scorer: Scorer, events: EventLog,
-                 optimizer: ChatClient | TeamModels | None = None, protected_ids: Iterable[str] = (), workers: int = 8) -> None:
+                 parts: RunParts, events: EventLog, optimizer: ChatClient | TeamModels | None = None, protected_ids: Iterable[str] = (), workers: int = 8) -> None:
         self.topology = topology
         self.roles = list(roles)
         self.seed_prompts = dict(seed_prompts)
@@ -131,10 +109,11 @@ class Context:
         self.budget = budget
         self.hyper = dict(hyper)
         self.out_dir = Path(out_dir)
-        self.run_config = run_config
-        self.client = client
-        self.optimizer = optimizer or client
-        self.scorer = scorer
+        self.parts = parts  #: the job's run parts: its clients, scorer, embedded model; a candidate's solver
+        optimizer = optimizer or parts.models
+        if optimizer is None:
+            raise ValueError("optimize needs a model to prompt: --model gold has none")
+        self.optimizer = optimizer
         self.events = events
         self.protected_ids = frozenset(protected_ids)
         self.workers = workers
@@ -153,8 +132,9 @@ class Context:
             raise ValueError(f"evaluate: not a role of {self.topology}: {', '.join(unknown)}")
         candidate = {**self.seed_prompts, **prompts}
         folder = self.candidate_dir(candidate)
-        solver = build_solver(dataclasses.replace(self.run_config, prompts_dir=str(folder)), self.client)
-        outcomes = _run_tasks([self.task(task_id) for task_id in task_ids], solver, self.scorer, self.workers)
+        # through the job's run parts, with the candidate's prompts (no folder: a rollout is not a results row)
+        outcomes = with_prompts(self.parts, str(folder)).solve_tasks([self.task(task_id) for task_id in task_ids],
+                                                                      self.workers)
         rollouts = [rollout_from(outcome) for outcome in outcomes]
         with self._lock:
             self._evaluations += 1
@@ -178,6 +158,19 @@ class Context:
                  prompt_tokens=completion.prompt_tokens if fresh else 0,
                  completion_tokens=completion.completion_tokens if fresh else 0)
         return completion.text
+
+    @property
+    def run_config(self) -> RunConfig:
+        return self.parts.cfg
+
+    @property
+    def client(self) -> ChatClient | TeamModels | None:
+        """The task's clients (the team's)."""
+        return self.parts.models
+
+    @property
+    def scorer(self) -> Scorer:
+        return self.parts.scorer
 
     def log(self, event: str, **fields: Any) -> None:
         self.events.log(event, **fields)

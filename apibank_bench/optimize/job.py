@@ -20,17 +20,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from apibank_bench.agents import build_solver
 from apibank_bench.agents.model_roles import check_assignments
-from apibank_bench.agents.models import (
-    describe_model, embedded_servers, endpoint_models, model_client, needs_local_server,
-)
+from apibank_bench.agents.models import describe_model, endpoint_models, model_client, needs_local_server
 from apibank_bench.data.manifests import manifest_ids, splits
-from apibank_bench.core.paths import require_root
 from apibank_bench.runs.provenance import provenance
 from apibank_bench.runs.benchmark_run import BenchmarkRun
 from apibank_bench.runs.instances import InstanceResult
-from apibank_bench.scoring.scorer import Scorer
+from apibank_bench.runs.parts import RunParts
 from apibank_bench.scoring.stage import Stage
 from apibank_bench.core.settings import BY_NAME, RunConfig, run_config_of
 from apibank_bench.optimize import grid, methods
@@ -88,12 +84,13 @@ def run(args: argparse.Namespace, module: ModuleType, cell: grid.Cell) -> int:
         changed = _changed(json.loads((out / "config.json").read_text(encoding="utf-8")), config)
         if changed:
             raise JobError(f"--resume with another job than the one in {out}: {', '.join(changed)} differ")
-    local = embedded_servers(cfg, lambda: eval_ids, announce=lambda title: print(
+    # The job's parts: its clients, scorer and embedded model, shared by the rollouts and the final runs.
+    parts = RunParts(cfg, instance_ids=lambda: eval_ids, announce=lambda title: print(
         f"optimize: starting the embedded local model ({title})", file=sys.stderr))
     try:
-        return _run(args, module, hyper, budget, cfg, config, split, eval_ids, out, local.url)
+        return _run(args, module, hyper, budget, config, split, eval_ids, out, parts)
     finally:
-        local.stop()
+        parts.close()
 
 
 def _changed(before: dict, now: dict) -> list[str]:
@@ -120,16 +117,16 @@ def _optimizer_client(args, cfg: RunConfig, client, local):
     return model_client(ocfg, local), describe_model(ocfg, endpoint_models(ocfg.base_url[0]))
 
 
-def _run(args, module, hyper, budget, cfg, config, split, eval_ids, out: Path, local) -> int:
+def _run(args, module, hyper, budget, config, split, eval_ids, out: Path, parts: RunParts) -> int:
     out.mkdir(parents=True, exist_ok=True)
+    cfg = parts.cfg
     events = EventLog(out / "log.jsonl")
     if args.resume:
         events.log("resume")
-    scorer = Scorer(require_root(cfg.root))
-    client = model_client(cfg, local)
+    client = parts.models
     if client is None:
         raise JobError("optimize needs a model to prompt: --model gold has none")
-    optimizer, described = _optimizer_client(args, cfg, client, local)
+    optimizer, described = _optimizer_client(args, cfg, client, parts.url)
     config["optimizer_model"] = described or config["model"]
     if not (out / "config.json").exists():
         dump(out / "config.json", config)
@@ -137,14 +134,14 @@ def _run(args, module, hyper, budget, cfg, config, split, eval_ids, out: Path, l
     write_prompts(out / "seed_prompts", cfg.topology, seeds)
     ctx = Context(topology=cfg.topology, roles=roles(cfg), seed_prompts=seeds, train_ids=split["train"],
                   validation_ids=split["validation"], seed=args.seed, budget=budget, hyper=hyper, out_dir=out,
-                  run_config=cfg, client=client, scorer=scorer, events=events, optimizer=optimizer,
+                  parts=parts, events=events, optimizer=optimizer,
                   protected_ids=eval_ids, workers=args.concurrency)
 
     best = _phase_optimize(ctx, args.method, module, out, events)
     _phase_validation(ctx, seeds, best, out, events)
     final_ids = eval_ids[: args.eval_limit]
     for name, folder in (("seed", out / "seed_prompts"), ("optimized", out / "prompts")):
-        _final_run(name, folder, final_ids, cfg, client, scorer, out, args.resume, events, args.concurrency)
+        _final_run(name, folder, final_ids, parts, out, args.resume, events, args.concurrency)
     final = compare_folders(out / "final" / "seed", out / "final" / "optimized")
     dump(out / "final.json", final)
     events.log("done", phase="final", seed=final["seed"]["accuracy"], optimized=final["optimized"]["accuracy"],
@@ -191,22 +188,22 @@ def _phase_validation(ctx: Context, seeds: dict, best: dict, out: Path, events: 
     dump(out / "validation.json", report)
 
 
-def _final_run(name: str, prompts_dir: Path, ids: list[str], cfg: RunConfig, client: Any, scorer: Scorer, out: Path,
-               resume: bool, events: EventLog, workers: int) -> None:
+def _final_run(name: str, prompts_dir: Path, ids: list[str], parts: RunParts, out: Path, resume: bool,
+               events: EventLog, workers: int) -> None:
     """An ordinary results folder (as `run --prompts-dir` writes it) on the first eval instances, written by
-    the benchmark's own run (runs.benchmark_run), with the task client shared."""
+    the benchmark's own run (runs.benchmark_run), with the job's parts shared (its clients, scorer, embedded model)."""
     folder = out / "final" / name
     if resume and (folder / "summary.json").exists():
         events.log("skip", phase="final", candidate=name, reason="summary.json exists")
         return
     events.phase = "final"
-    run_cfg = dataclasses.replace(cfg, prompts_dir=str(prompts_dir), level="all", limit=len(ids), offset=0, only=[], epochs=1, shard=None,
+    run_cfg = dataclasses.replace(parts.cfg, prompts_dir=str(prompts_dir), level="all", limit=len(ids), offset=0, only=[], epochs=1, shard=None,
                                   out_dir=str(folder), resume=resume, overwrite=not resume, concurrency=workers)
-    run = BenchmarkRun(run_cfg)
+    run = BenchmarkRun(run_cfg, parts=parts.sharing_with(run_cfg))
     run.open_folder()
     if run.cases() != ids:
         raise JobError(f"the final run selects {len(run.cases())} instances, not the first {len(ids)} eval ones")
-    count = len(ids) - len(run.to_run)
+    count = len(ids) - len(run.selection.to_run)
 
     def record(outcome: InstanceResult) -> None:
         nonlocal count
@@ -214,6 +211,6 @@ def _final_run(name: str, prompts_dir: Path, ids: list[str], cfg: RunConfig, cli
         events.log("final_instance", step=count, candidate=name, id=outcome.row.id, correct=outcome.row.correct,
                    **usage([outcome]))
 
-    summary = run.solve(model=client, solver=build_solver(run_cfg, client), scorer=scorer, on_result=record)
+    summary = run.solve(on_result=record)
     events.log("final", candidate=name, accuracy=summary["accuracy"], correct=summary["correct"],
                total=summary["total"])

@@ -19,8 +19,10 @@ from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.plugin.keys import RESULT, RUN, USER_PROPERTY
 from apibank_bench.plugin.options import bench_requested, case_of, given_names, narrowing, resolve_settings
 from apibank_bench.plugin.progress import Progress
-from apibank_bench.plugin.xdist_share import XdistParts
+from apibank_bench.plugin.options import URL_KEY
+from apibank_bench.plugin.xdist_share import STOP_GRACE_S, XdistParts
 from apibank_bench.runs.benchmark_run import BenchmarkRun, EmptySelection
+from apibank_bench.runs.parts import RunParts
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.runs.naming import results_dir
 
@@ -36,13 +38,17 @@ class BenchSession(XdistParts):
         self.requested = bench_requested(config)
         self.last_failed = last_failed  #: `--lf`, decided from the folder's rows, not pytest's cache
         self.worker = False  #: an xdist worker (decided at sessionstart, by xdist's own test)
-        self.run = BenchmarkRun(resolve_settings(config), narrowing(config, last_failed))
-        use_cache_root(self.run.cfg.cache_root)  # the ToolSearcher model lives under this run's cache folder
-        self.run.endpoint_url = self.base_url
+        cfg = resolve_settings(config)
+        workerinput = getattr(config, "workerinput", {})
+        # The run's parts: the embedded model started here once (announced past pytest's capture), or, on an xdist
+        # worker, the controller's; each worker keeps its part of the endpoint's queue (llm/limit.py).
+        parts = RunParts(cfg, instance_ids=lambda: self.run.instance_ids(), announce=self.announce_start,
+                         handed_urls=workerinput.get(URL_KEY), sharing=int(workerinput.get("workercount", 1)))
+        self.run = BenchmarkRun(cfg, narrowing(config, last_failed), parts)
+        use_cache_root(cfg.cache_root)  # the ToolSearcher model lives under this run's cache folder
         self.progress = Progress(config, self.run, quiet=self.quiet())
         self.not_started: str | None = None  #: why the run cannot start (its tests are not run)
         self.written_nodes: set[str] = set()  #: test IDs whose report's lines were taken
-        self.local: Any = None  #: the embedded model this process started (llm.embedded_launcher.OnDemandServer)
         self.worker_pids: list[int] = []  #: the controller's xdist workers (a SIGTERM is handed on to them)
         self.stopped_itself = False  #: the session was stopped by the run (pytest's "interrupted", but incomplete)
         self.session: pytest.Session | None = None  #: pytest's session, from its start
@@ -98,11 +104,11 @@ class BenchSession(XdistParts):
             self.say(f"apibank: {results_dir(cfg)}: unreadable (half-written or corrupted): {', '.join(found)}; kept "
                      f"in {RESULTS}{UNREADABLE} / {PREDICTIONS}{UNREADABLE}, their instances have no row and count "
                      "as not run", yellow=True)
-        if self.run.other_selection:
+        if self.run.selection.other:
             self.say(f"apibank: {results_dir(cfg)} holds the rows of a run with another selection "
-                     f"({'; '.join(self.run.other_selection)}): this session's rows join them, and the folder is "
+                     f"({'; '.join(self.run.selection.other)}): this session's rows join them, and the folder is "
                      "complete only once it holds a row for every case of this selection", yellow=True)
-        if cfg.resume and not self.run.to_run:
+        if cfg.resume and not self.run.selection.to_run:
             self.say(f"apibank: {settings.flag('resume')}: {results_dir(cfg)} holds a finished row for every case of "
                      "this selection: nothing left to run", yellow=True)
         self.config.hook.pytest_apibank_run_started(run=self.run)
@@ -205,9 +211,7 @@ class BenchSession(XdistParts):
         if is_xdist_worker(session):
             return
         self.run.collect([case for case in map(case_of, session.items) if case is not None])
-        import time
-
-        self.run.running_since = time.time()
+        self.run.start_running()
         self.progress.start_line()
 
     # -- running ---------------------------------------------------------------------------------
@@ -225,9 +229,9 @@ class BenchSession(XdistParts):
         the call's and teardown's carry them too)."""
         if self.worker:
             return
-        if report.skipped and self.run.stopped is None and isinstance(report.longrepr, tuple):
+        if report.skipped and self.run.outcome.stopped is None and isinstance(report.longrepr, tuple):
             reason = str(report.longrepr[2]).removeprefix("Skipped: ")
-            self.run.stopped = reason.removeprefix(STOPPED) if reason.startswith(STOPPED) else None
+            self.run.stopped_by(reason.removeprefix(STOPPED) if reason.startswith(STOPPED) else None)
         if report.nodeid in self.written_nodes:
             return
         texts = [value for key, value in report.user_properties if key == USER_PROPERTY]
@@ -259,11 +263,12 @@ class BenchSession(XdistParts):
             self.conclude(self.session)  # the summary it carries is the finished one, the gate's verdict included,
             # and its exit code the one the process ends with (it read pytest's before the run's end was decided)
             json_report["exitcode"] = int(of_pytest_session(int(self.session.exitstatus), self.stopped_itself))
-        add_summary_to_json_report(json_report, self.run.summary)
+        add_summary_to_json_report(json_report, self.run.outcome.summary)
 
     def nothing_left(self) -> bool:
         """`--resume` of a folder that holds a finished row for every case of the selection."""
-        return bool(self.requested and self.run.cfg.resume and self.run.keep and not self.run.to_run)
+        chosen = self.run.selection
+        return bool(self.requested and self.run.cfg.resume and chosen.keep and not chosen.to_run)
 
     def finish(self) -> None:
         self.progress.warn_once()  # a run too short to warn on the way
@@ -291,18 +296,18 @@ class BenchSession(XdistParts):
             session.exitstatus = ENDPOINT_UNREACHABLE
         elif (self.last_failed or self.nothing_left()) and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
             session.exitstatus = pytest.ExitCode.OK  # `--lf` with nothing failed, `--resume` with nothing left: said
-        elif self.run.stopped and session.exitstatus == pytest.ExitCode.OK:
+        elif self.run.outcome.stopped and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a stopped run is not a passing one
         if self.requested:
             self.config.hook.pytest_apibank_run_finished(run=self.run, session=session)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """The closing table, under pytest; `apibank-bench run` prints it itself, as its last lines."""
-        if self.run.summary and not self.config.hook.pytest_apibank_owns_screen(config=self.config):
+        if self.run.outcome.summary and not self.config.hook.pytest_apibank_owns_screen(config=self.config):
             from apibank_bench.runs.closing_table import YellowLine, closing_lines
 
             terminalreporter.write_line("")
-            for line in closing_lines(self.run.cfg, self.run.summary, self.run.error_reasons,
+            for line in closing_lines(self.run.cfg, self.run.outcome.summary, self.run.tally.error_reasons,
                                       terminalreporter._tw.fullwidth):
                 terminalreporter.write_line(line, yellow=isinstance(line, YellowLine))
 
@@ -310,7 +315,7 @@ class BenchSession(XdistParts):
         self.progress.stop_line()
         if self.run.pool is not None:
             self.run.pool.close()
-        self.stop_local()
+        self.run.parts.close(STOP_GRACE_S)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_json_runtest_metadata(self, item: pytest.Item, call: Any) -> dict | None:

@@ -19,11 +19,11 @@ class RunOutput:
 
     @property
     def summary(self) -> dict | None:
-        return self.run.summary if self.run is not None else None
+        return self.run.outcome.summary if self.run is not None else None
 
     @property
     def regression(self) -> bool:
-        verdict = self.run.verdict if self.run is not None else None
+        verdict = self.run.outcome.verdict if self.run is not None else None
         return bool(verdict and verdict.worse)
 
     def pytest_apibank_owns_screen(self, config: pytest.Config) -> bool:
@@ -65,6 +65,6 @@ class RunOutput:
             from apibank_bench.runs.closing_table import YellowLine, closing_lines
 
             writer = config.get_terminal_writer()
-            lines = closing_lines(self.run.cfg, self.summary, self.run.error_reasons, writer.fullwidth)
+            lines = closing_lines(self.run.cfg, self.summary, self.run.tally.error_reasons, writer.fullwidth)
             print("\n".join(writer.markup(line, yellow=True) if isinstance(line, YellowLine) else line
                             for line in lines), flush=True)

@@ -1,14 +1,14 @@
-"""The benchmark's fixtures, registered by the plugin (the benchmark's module, apibank_bench.bench, holds only the test). Per session: the data root, the scorer, the model, the topology and
-the pool that keeps this process's instances in flight. Per test: its instance's result."""
+"""The benchmark's fixtures, registered by the plugin (the benchmark's module, apibank_bench.bench, holds only the
+test). Per session, the run's parts (runs.parts.RunParts, the run's own): the data root, the scorer, the model,
+the topology and the pool that keeps this process's instances in flight. Per test: its instance's result."""
 
 from __future__ import annotations
 
 
 import pytest
 
-from apibank_bench.agents import build_solver
 from apibank_bench.core.lasting import freeze_lasting
-from apibank_bench.agents.models import EndpointUnreachable, model_client
+from apibank_bench.agents.models import EndpointUnreachable
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.runs.instances import RunStopped
 from apibank_bench.core.exit_codes import ExitCode
@@ -17,7 +17,6 @@ from apibank_bench.plugin.bench_session import stop_message
 from apibank_bench.plugin.keys import RESULT, RUN, USER_PROPERTY
 from apibank_bench.plugin.options import my_instances
 from apibank_bench.runs.results import capped_json
-from apibank_bench.scoring.scorer import Scorer
 from apibank_bench.data.tasks import get_task
 
 
@@ -41,11 +40,11 @@ def apibank_root(apibank_config):
 
 
 @pytest.fixture(scope="session")
-def apibank_scorer(request, apibank_config, apibank_root):
+def apibank_scorer(request, apibank_run, apibank_config, apibank_root):
     """The scorer; for a model's answers it starts loading, in the background, the embedding model
     that scoring this process's ToolSearcher instances may need (gold answers never need it). The
     session's end stops that load (`Preload.stop`: what has started is finished, nothing more starts)."""
-    scorer = Scorer(apibank_root, apibank_config.toolsearcher_scorer)
+    scorer = apibank_run.parts.scorer
     preload = None
     if not apibank_config.is_gold:
         task_ids = dict.fromkeys(split_case(case)[0] for case in my_instances(request.session))
@@ -56,18 +55,15 @@ def apibank_scorer(request, apibank_config, apibank_root):
 
 
 @pytest.fixture(scope="session")
-def apibank_model(apibank_run, pytestconfig):
+def apibank_model(apibank_run):
     """The shared chat client (None for the gold self-check); starts the embedded model if needed. At the
     session's end its requests still in flight are abandoned."""
     try:
-        # xdist workers share the endpoint: each keeps its part of the server's queue (llm/limit.py)
-        sharing = int(getattr(pytestconfig, "workerinput", {}).get("workercount", 1))
-        client = model_client(apibank_run.cfg, apibank_run.endpoint_url, sharing)
+        client = apibank_run.parts.models
     except EndpointUnreachable as exc:
         pytest.exit(f"apibank: {exc}", returncode=ExitCode.UNREACHABLE)
     except ValueError as exc:  # e.g. a --model-role for a role the topology does not have: a usage error
         pytest.exit(f"apibank: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
-    apibank_run.model = client
     yield client
     if client is not None:  # the session's end, also after Ctrl-C or SIGTERM (plugin.interrupt)
         # A request still in flight now belongs to an instance that gets no row (its test will not run):
@@ -76,9 +72,9 @@ def apibank_model(apibank_run, pytestconfig):
 
 
 @pytest.fixture(scope="session")
-def apibank_solver(apibank_config, apibank_model):
+def apibank_solver(apibank_run, apibank_model):
     """The run's topology, built once: a small graph over the shared agent pieces."""
-    return build_solver(apibank_config, apibank_model)
+    return apibank_run.parts.solver
 
 
 @pytest.fixture(scope="session")
@@ -86,7 +82,7 @@ def apibank_pool(request, apibank_run, apibank_model, apibank_solver, apibank_sc
     """Solves this process's instances, `concurrency` at a time, starting with the first tests'; a dead
     endpoint trips the model layer's breaker, which stops it (no more instances start)."""
     freeze_lasting()  # the model layer, LangGraph, the solver, the APIs: out of later collections' sight
-    pool = apibank_run.start_pool(my_instances(request.session), apibank_solver, apibank_scorer)
+    pool = apibank_run.start_pool(my_instances(request.session))  # over the run's parts: these fixtures' values
     yield pool
     pool.close()
 

@@ -23,5 +23,5 @@ def pytest_apibank_run_started(run: BenchmarkRun) -> None:
 
 
 def pytest_apibank_run_finished(run: BenchmarkRun, session: pytest.Session) -> None:
-    """The controller's run has ended: `run.summary` is written (None when no row was). An implementation
-    may judge it (`run.verdict`, rewriting summary.json) and set `session.exitstatus`."""
+    """The controller's run has ended: `run.outcome.summary` is written (None when no row was). An implementation
+    may judge it (`run.judged(verdict)`, rewriting summary.json) and set `session.exitstatus`."""

@@ -29,7 +29,7 @@ class Progress:
 
     def start_line(self) -> None:
         """Once: at the end of collection, or (an xdist controller collects nothing) at the first result."""
-        if self.line_started or not self.run.total or not self.quiet:
+        if self.line_started or not self.run.selection.total or not self.quiet:
             return
         self.line_started = True
         stream = terminal_stream(self.config)
@@ -44,7 +44,7 @@ class Progress:
 
     def added(self, row: ResultRow) -> None:
         """A row was written: warn if due, redraw the line."""
-        if self.run.done == 1:  # the first line comes PROGRESS_EVERY_S after the first instance, not after start-up
+        if self.run.tally.done == 1:  # the first line comes PROGRESS_EVERY_S after the first instance, not after start-up
             self.last_progress = time.monotonic()
         self.start_line()
         self.warn_once(row)
@@ -70,26 +70,26 @@ class Progress:
     def test_finished(self) -> None:
         """A plain progress line once a test is over (so after its character), every PROGRESS_EVERY_S."""
         due = time.monotonic() - self.last_progress >= PROGRESS_EVERY_S
-        if self.line is None and 0 < self.run.done < self.run.total and due:
+        if self.line is None and 0 < self.run.tally.done < self.run.selection.total and due:
             self.plain()
 
     def text(self) -> str:
         """Where the run is, in one line: done/total, running accuracy, errors, the model's activity, rate, ETA."""
-        run = self.run
-        elapsed = time.time() - run.running_since
-        completed = run.done - run.errors
-        parts = [f"{run.done}/{run.total} instances",
-                 f"accuracy {run.correct / completed:.1%} of {completed}" if completed else "none completed yet",
-                 f"{run.errors} errors"]
-        activity = model_activity(run.model)
+        tally, total = self.run.tally, self.run.selection.total
+        elapsed = time.time() - self.run.running_since
+        completed = tally.done - tally.errors
+        parts = [f"{tally.done}/{total} instances",
+                 f"accuracy {tally.correct / completed:.1%} of {completed}" if completed else "none completed yet",
+                 f"{tally.errors} errors"]
+        activity = model_activity(self.run.parts.built_models)
         if "in_flight" in activity:
             parts.append(f"{activity['in_flight']} requests in flight"
                          + (f" (limit {activity['limit']})" if "limit" in activity else "")
                          + (f", {activity['waiting']} waiting to retry" if "waiting" in activity else ""))
-        parts.append(f"{activity.get('cache_hits', run.cache_hits)} cache hits")
-        parts.append(f"{run.done / max(elapsed, 1e-9):.2f}/s")
-        left = eta(run.done, run.total, elapsed)
-        if left is not None and run.done < run.total:
+        parts.append(f"{activity.get('cache_hits', tally.cache_hits)} cache hits")
+        parts.append(f"{tally.done / max(elapsed, 1e-9):.2f}/s")
+        left = eta(tally.done, total, elapsed)
+        if left is not None and tally.done < total:
             parts.append(f"ETA {left}")
         return "apibank: " + " · ".join(parts)
 

@@ -24,38 +24,13 @@ COUNTS_KEY, CLOSED_KEY = "apibank_endpoints", "apibank_closed"  #: a worker's `w
 
 
 class XdistParts:
-    """Mixed into `BenchSession`: its hooks that only an xdist run calls, and the embedded model."""
+    """Mixed into `BenchSession`: its hooks that only an xdist run calls, and the embedded model's announcement."""
 
     config: pytest.Config
     run: BenchmarkRun
     requested: bool
-    local: Any
     worker_pids: list[int]  #: the controller's xdist workers' process ids
     configured_nodes = 0  #: workers configured so far (in order: gw0, gw1...)
-
-    def base_url(self, model: str | None = None) -> str:
-        """The URL of an embedded model's server (`model`: a `--model` value, default the run's own): from the
-        controller on a worker (by the file's hash: one server per file), else started here."""
-        from apibank_bench.agents.models import embedded_choice
-
-        handed = getattr(self.config, "workerinput", {}).get(URL_KEY)
-        if handed:
-            return handed[embedded_choice(self.run.cfg, model).sha256]
-        if self.local is None:
-            self.local = self.run.embedded_servers(self.announce_start)
-        url = self.local.url(model)
-        self.run.local_url = self.local.started_url  # where the model answered (summary.json's provenance)
-        return url
-
-    def embedded_urls(self) -> dict[str, str]:
-        """Every embedded model the run asks (its own, its roles'), started: their URLs by file hash."""
-        from apibank_bench.agents.model_roles import assignments, is_embedded_role
-        from apibank_bench.agents.models import embedded_choice
-
-        cfg = self.run.cfg
-        wanted = ([cfg.model or ""] if not cfg.base_url else []) + [
-            given.model for given in assignments(cfg) if is_embedded_role(given)]
-        return {embedded_choice(cfg, model).sha256: self.base_url(model) for model in wanted}
 
     def announce_start(self, title: str) -> None:
         """One line as an embedded model starts; it starts inside a test's setup, so past pytest's capture."""
@@ -65,10 +40,6 @@ class XdistParts:
             return
         with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
             reporter.write_line(f"apibank: starting the embedded local model ({title})")
-
-    def stop_local(self) -> None:
-        if self.local is not None:
-            self.local.stop(STOP_GRACE_S)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodeready(self, node: Any) -> None:
@@ -87,10 +58,7 @@ class XdistParts:
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", {})
-        if output.get(COUNTS_KEY):
-            self.run.worker_counts.append(output[COUNTS_KEY])
-        if output.get(CLOSED_KEY):
-            self.run.worker_closed.append(output[CLOSED_KEY])
+        self.run.add_worker(output.get(COUNTS_KEY), output.get(CLOSED_KEY))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:  # the controller, once per worker, in order
@@ -104,7 +72,7 @@ class XdistParts:
         node.workerinput[SETTINGS_KEY] = self.run.cfg.to_record()  # resolved once, by the controller
         node.workerinput[VOICE_KEY] = settings.voice()  # its messages' words: `run`'s flags under the CLI
         if needs_local_server(self.run.cfg):
-            node.workerinput[URL_KEY] = self.embedded_urls()
+            node.workerinput[URL_KEY] = self.run.parts.embedded_urls()
         if self.config.getoption("dist", "load") == "load" and index < count:
             node.workerinput[SHARE_KEY] = [index, count]  # a worker replacing a crashed one gets leftovers
 

@@ -129,7 +129,7 @@ class Gate:
     def pytest_apibank_run_finished(self, run, session) -> None:
         if self.baseline is None or self.verdict is not None:
             return
-        summary = run.summary
+        summary = run.outcome.summary
         if not summary:
             self.problem = "apibank gate: nothing ran, nothing to judge"
             return
@@ -138,7 +138,8 @@ class Gate:
 
         out_dir = run.out_dir
         try:
-            self.verdict = run.verdict = judge(self.baseline, load_run(out_dir, "run"), run.cfg.gate_alpha)
+            self.verdict = judge(self.baseline, load_run(out_dir, "run"), run.cfg.gate_alpha)
+            run.judged(self.verdict)
         except (BaselineRefused, FileNotFoundError) as exc:  # a clean line and a usage error, never a traceback
             self.problem = f"apibank gate: {flag('baseline')} {self.baseline.path}: refused: {exc}"
             summary["gate"] = {"baseline": str(self.baseline.path), "refused": str(exc)}
