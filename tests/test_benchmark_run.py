@@ -101,3 +101,25 @@ def test_a_script_without_pytest_resolves_its_settings_and_runs(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-2:] == ["3", "3"]
     assert len(read_jsonl(tmp_path / "run" / "results.jsonl")) == 3
+
+
+def test_a_run_builds_each_roles_model_settings_once_and_describes_them_as_built(tmp_path, monkeypatch):
+    """The clients' ModelConfig is what summary.json describes: built once per model, not again for the summary."""
+    from apibank_bench.agents import models
+
+    built = []
+    real = models.model_config
+
+    def counted(cfg, *args, **kwargs):
+        built.append(cfg.model)
+        return real(cfg, *args, **kwargs)
+
+    monkeypatch.setattr(models, "model_config", counted)
+    with OpenAIStub(default=mixed) as a, OpenAIStub(default=mixed) as b:
+        run = headless(tmp_path, topology="sequential", base_url=[a.url], model="A", model_role=[f"final=B@{b.url}"],
+                       limit=2, cache=False)
+    summary = run.outcome.summary or {}
+    assert sorted(built) == ["A", "B"]  # the default's and the role's: each once (twice each before)
+    described = summary["config"]["model"]
+    assert described["model"] == "A" and described["role_models"]["final"]["model"] == "B"
+    assert described["request_fields"] == models.request_fields(run.parts.built_models.default.config)

@@ -310,14 +310,16 @@ def served_models(answer: Any) -> Any:
                   for entry in entries if isinstance(entry, dict))
 
 
-def describe_model(cfg: RunConfig, models: Any = None) -> dict:
+def describe_model(cfg: RunConfig, models: Any = None, clients: "TeamModels | None" = None) -> dict:
     """The model part of a run's summary (no API key): among it the server kind and exactly the
-    sampling fields every request carried. `models`: the endpoint's `/v1/models` answer."""
+    sampling fields every request carried. `models`: the endpoint's `/v1/models` answer. `clients`: the run's,
+    when this process built them (runs.parts): their settings are described, not built again."""
     if cfg.is_gold:
         return {"model": "gold", "note": "harness self-check: the gold call is replayed, no model runs"}
     local = not cfg.base_url  # the default model's own endpoint (a role's `embedded` is in describe_roles)
     try:
-        model = model_config(cfg, "embedded" if local else None, models)
+        model = clients.default.config if clients is not None else model_config(cfg, "embedded" if local else None,
+                                                                                models)
     except ValueError as exc:
         return {"error": str(exc)}
     kind, decided_by = server_kind(cfg, models, local)
@@ -333,7 +335,7 @@ def describe_model(cfg: RunConfig, models: Any = None) -> dict:
         "server_kind": kind, "server_kind_from": decided_by,
         "fold_system": fold, "fold_system_from": fold_from,  # system messages moved into the first user turn
         "request_fields": request_fields(model),
-        **describe_roles(cfg),
+        **describe_roles(cfg, clients),
     }
 
 
@@ -343,7 +345,7 @@ def request_fields(model: ModelConfig) -> dict:
             "seed": "per agent (see Protocol)", **model.sampling(), **model.extra_body}
 
 
-def describe_roles(cfg: RunConfig) -> dict:
+def describe_roles(cfg: RunConfig, clients: "TeamModels | None" = None) -> dict:
     """With `--model-role`: the model of every role (`models_by_role`), the final role's (`final_model`: the model
     whose answers are scored), whether the team's roles have more than one model (`mixed`), and per assignment
     its model, endpoint, server kind (decided from that endpoint's own `/models`, as the run's client decided
@@ -366,7 +368,8 @@ def describe_roles(cfg: RunConfig) -> dict:
         url = None if local else (role_cfg.base_url[0] if role_cfg.base_url else None)
         models = None if local else endpoint_models(url)
         kind, decided_by = server_kind(role_cfg, models, local)
-        model = model_config(role_cfg, "embedded" if local else None, models)
+        built = clients.by_role.get(a.role) if clients is not None else None
+        model = built.config if built is not None else model_config(role_cfg, "embedded" if local else None, models)
         roles[a.role] = {"model": model.model, "base_url": "embedded llama.cpp server" if local else redact(url or ""),
                          "server_kind": kind, "server_kind_from": decided_by, "constrained": model.use_grammar,
                          "request_fields": request_fields(model),

@@ -379,7 +379,7 @@ class BenchmarkRun:
         # `ran`: the topology and agent kind that ran (an alias's target), so that readers of the folder (compare's
         # pairing of modes) need not load the topologies to resolve an alias
         return {"run": self.cfg.to_dict(), "ran": {"topology": ran.topology, "agent_kind": ran.agent_kind},
-                **provenance(self.cfg, self.instance_ids(), self.started_at, base_url)}
+                **provenance(self.cfg, self.instance_ids(), self.started_at, base_url, self.parts.built_models)}
 
 
 #: More than this share of the model's answers stopping at max_tokens is worth a warning (once the run has

@@ -7,6 +7,7 @@ import hashlib
 import json
 import subprocess
 import sys
+from typing import Any
 from datetime import datetime, timezone
 from functools import cache
 from importlib import metadata
@@ -58,15 +59,16 @@ def command_line(secrets: tuple[str, ...] = ()) -> str:
 
 
 def provenance(cfg, selected_ids: list[str] | None = None, started_at: str | None = None,
-               base_url: str | None = None) -> dict:
-    """`summary.json`'s record of a run. `base_url`: where the model answered (asked for /models)."""
+               base_url: str | None = None, clients: Any = None) -> dict:
+    """`summary.json`'s record of a run. `base_url`: where the model answered (asked for /models); `clients`: the
+    run's, if this process built them (their settings are described: agents.models.describe_model)."""
     from apibank_bench.agents.models import describe_model, endpoint_models
     from apibank_bench.agents.prompts import role_prompt
     from apibank_bench.agents.topologies import as_run, roles
 
     base_url = base_url or (cfg.base_url[0] if cfg.base_url else None)
     models = None if cfg.is_gold else endpoint_models(base_url)
-    record = {"model": describe_model(cfg, models), "git_revision": git_revision(), "packages": package_versions()}
+    record = {"model": describe_model(cfg, models, clients), "git_revision": git_revision(), "packages": package_versions()}
     prompts = {}
     if not cfg.is_gold:
         topology = as_run(cfg)[0].name
