@@ -110,7 +110,7 @@ class Context:
         self.hyper = dict(hyper)
         self.out_dir = Path(out_dir)
         self.parts = parts  #: the job's run parts: its clients, scorer, embedded model; a candidate's solver
-        optimizer = optimizer or parts.models
+        optimizer = optimizer or parts.models()
         if optimizer is None:
             raise ValueError("optimize needs a model to prompt: --model gold has none")
         self.optimizer = optimizer
@@ -166,11 +166,11 @@ class Context:
     @property
     def client(self) -> ChatClient | TeamModels | None:
         """The task's clients (the team's)."""
-        return self.parts.models
+        return self.parts.models()
 
     @property
     def scorer(self) -> Scorer:
-        return self.parts.scorer
+        return self.parts.scorer()
 
     def log(self, event: str, **fields: Any) -> None:
         self.events.log(event, **fields)

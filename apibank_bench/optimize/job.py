@@ -123,7 +123,7 @@ def _run(args, module, hyper, budget, config, split, eval_ids, out: Path, parts:
     events = EventLog(out / "log.jsonl")
     if args.resume:
         events.log("resume")
-    client = parts.models
+    client = parts.models()
     if client is None:
         raise JobError("optimize needs a model to prompt: --model gold has none")
     optimizer, described = _optimizer_client(args, cfg, client, parts.url)

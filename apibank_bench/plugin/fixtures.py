@@ -44,7 +44,7 @@ def apibank_scorer(request, apibank_run, apibank_config, apibank_root):
     """The scorer; for a model's answers it starts loading, in the background, the embedding model
     that scoring this process's ToolSearcher instances may need (gold answers never need it). The
     session's end stops that load (`Preload.stop`: what has started is finished, nothing more starts)."""
-    scorer = apibank_run.parts.scorer
+    scorer = apibank_run.parts.scorer()
     preload = None
     if not apibank_config.is_gold:
         task_ids = dict.fromkeys(split_case(case)[0] for case in my_instances(request.session))
@@ -59,7 +59,7 @@ def apibank_model(apibank_run):
     """The shared chat client (None for the gold self-check); starts the embedded model if needed. At the
     session's end its requests still in flight are abandoned."""
     try:
-        client = apibank_run.parts.models
+        client = apibank_run.parts.models()
     except EndpointUnreachable as exc:
         pytest.exit(f"apibank: {exc}", returncode=ExitCode.UNREACHABLE)
     except ValueError as exc:  # e.g. a --model-role for a role the topology does not have: a usage error
@@ -74,7 +74,7 @@ def apibank_model(apibank_run):
 @pytest.fixture(scope="session")
 def apibank_solver(apibank_run, apibank_model):
     """The run's topology, built once: a small graph over the shared agent pieces."""
-    return apibank_run.parts.solver
+    return apibank_run.parts.solver()
 
 
 @pytest.fixture(scope="session")

@@ -255,7 +255,7 @@ class BenchmarkRun:
         if not chosen.to_run and self._files is None and not self.tally.seen:
             self.open_folder()
         try:
-            self.parts.models  # noqa: B018 - built before the pool (its breaker stops the pool)
+            self.parts.models()  # built before the pool (its breaker stops the pool)
             pool = self.start_pool(chosen.to_run)
             self.start_running()
             try:

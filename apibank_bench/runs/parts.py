@@ -96,13 +96,12 @@ class RunParts:
 
     # -- the parts -------------------------------------------------------------------------------
 
-    @property
     def models(self) -> "TeamModels | None":
         """The run's chat clients, one per model and endpoint (None for the gold self-check); the embedded model
         starts if the run asks it. An unknown `--model-role` role is a ValueError, a dead endpoint
         agents.models.EndpointUnreachable."""
         if self._owner is not None:
-            return self._owner.models
+            return self._owner.models()
         if self._models is _UNBUILT:
             from apibank_bench.agents.models import model_client
 
@@ -115,10 +114,9 @@ class RunParts:
         owner = self._owner or self
         return None if owner._models is _UNBUILT else owner._models
 
-    @property
     def scorer(self) -> "Scorer":
         if self._owner is not None:
-            return self._owner.scorer
+            return self._owner.scorer()
         if self._scorer is None:
             from apibank_bench.core.paths import require_root
             from apibank_bench.scoring.scorer import Scorer
@@ -126,13 +124,12 @@ class RunParts:
             self._scorer = Scorer(require_root(self.cfg.root), self.cfg.toolsearcher_scorer)
         return self._scorer
 
-    @property
     def solver(self) -> "Solver":
         """The run's topology over its clients, built once."""
         if self._solver is None:
             from apibank_bench.agents import build_solver
 
-            self._solver = build_solver(self.cfg, self.models)
+            self._solver = build_solver(self.cfg, self.models())
         return self._solver
 
     def pool(self, load: Callable[[str], "Task"] | None = None, concurrency: int | None = None,
@@ -142,7 +139,7 @@ class RunParts:
         from apibank_bench.agents.team_models import TeamModels
         from apibank_bench.data.tasks import get_task
 
-        scorer, solver, models = self.scorer, self.solver, self.built_models
+        scorer, solver, models = self.scorer(), self.solver(), self.built_models
         if concurrency is None:
             batches = models is not None and TeamModels.of(models).batches  # a wide server: a wide pool
             concurrency = instances_in_flight(self.cfg, batches)
