@@ -132,7 +132,7 @@ def read_results(folder: str | Path) -> Results:
 def compare(baseline: str | Path, other: str | Path, *, seed: int = 0, force: bool = False) -> Comparison:
     """The paired statistics of `other` against `baseline` (two results folders), as `apibank-bench compare`
     computes them. Runs whose data, manifest or ToolSearcher scorer differ are refused
-    (`reports.compare.RunMismatch`, a ValueError) unless `force`."""
+    (`reports.pairs.RunMismatch`, a ValueError) unless `force`."""
     from apibank_bench.reports.compare import compare as compare_folders
 
     result = compare_folders([baseline, other], seed=seed, force=force)

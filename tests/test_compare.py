@@ -8,7 +8,8 @@ from results_folders import eval_tasks, score_folder
 from scipy import stats as sp
 
 from apibank_bench.cli import main as cli_main
-from apibank_bench.reports.compare import RunMismatch, compare
+from apibank_bench.reports.compare import compare
+from apibank_bench.reports.pairs import RunMismatch
 from apibank_bench.runs.results import read_jsonl
 
 WRONG_A = {i for i in range(100) if i % 9 == 0}
@@ -213,7 +214,8 @@ def test_with_few_discordant_pairs_it_says_no_difference_is_detectable(runs, tmp
 
 
 def test_runs_of_several_epochs_pair_on_epoch_0_and_show_their_flip_rate(tmp_path):
-    from apibank_bench.reports.compare import compare_runs, Run
+    from apibank_bench.reports.compare import compare_runs
+    from apibank_bench.reports.pairs import Run
 
     from apibank_bench.runs.row import ResultRow
     from apibank_bench.scoring.stage import Stage
@@ -237,7 +239,8 @@ def test_optimize_final_pairs_as_compare_does_error_rows_left_out(tmp_path):
     """The issue's case: the seed run's 3 error rows were counted as wrong answers by final.json
     ("improved 3, p 0.25") where `compare` left them out (97 paired, p 1.0)."""
     from apibank_bench.optimize.final import compare as final_compare
-    from apibank_bench.reports.compare import Run, compare_runs
+    from apibank_bench.reports.compare import compare_runs
+    from apibank_bench.reports.pairs import Run
     from apibank_bench.runs.row import ResultRow
     from apibank_bench.scoring.stage import Stage
 
@@ -276,14 +279,14 @@ def test_a_runs_mode_is_read_from_what_ran_without_loading_the_topologies():
     import sys
     from pathlib import Path
 
-    from apibank_bench.reports.compare import Run
     from apibank_bench.reports.modes import mode_of
+    from apibank_bench.reports.pairs import Run
 
     alias = {"topology": "agents_sdk", "agent_kind": "chat"}
     assert mode_of(Run("new", Path("."), [], {"config": {"run": alias, "ran": {"topology": "single",
                                                                              "agent_kind": "sdk"}}})) == "sdk"
     assert mode_of(Run("old", Path("."), [], {"config": {"run": alias}})) == "sdk"  # resolved by the spec
-    code = ("import sys\nfrom pathlib import Path\nfrom apibank_bench.reports.compare import Run\n"
+    code = ("import sys\nfrom pathlib import Path\nfrom apibank_bench.reports.pairs import Run\n"
             "from apibank_bench.reports.modes import mode_of\n"
             "run = Run('r', Path('.'), [], {'config': {'run': {'topology': 'x'}, 'ran': {'topology': 'single', "
             "'agent_kind': 'chat'}}})\nassert mode_of(run) == 'chat'\n"

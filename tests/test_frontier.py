@@ -11,7 +11,8 @@ import pytest
 
 from apibank_bench import cli
 from apibank_bench.reports import frontier
-from apibank_bench.reports.compare import compare, load_run
+from apibank_bench.reports.compare import compare
+from apibank_bench.reports.pairs import load_run
 from apibank_bench.runs.cost import per_correct, price_table
 from apibank_bench.runs.stats import ratio_bootstrap
 from apibank_bench.reports.sweep_table import SWEEP_MD

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import graphlib
 import re
 
 from apibank_bench.core.paths import PROJECT_ROOT
@@ -58,6 +59,72 @@ def test_no_module_imports_from_a_higher_layer():
             if top[0] == "apibank_bench" and len(top) > 1 and layers[top[1]] > mine:
                 upward.append(f"{path.relative_to(PROJECT_ROOT)}:{lineno} imports {module}")
     assert upward == []
+
+
+def package_modules(package=PACKAGE) -> dict:
+    """The package's modules by dotted name (a package by its own name, not `.__init__`), each with its path."""
+    found = {}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def import_graph(package=PACKAGE) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports: every import counts, at module level or inside a function
+    (a lazy import is an edge all the same). `from A import B` imports A (its `__init__` runs) and B where B is
+    a module; a name that is not a module counts as the nearest module above it."""
+    modules = package_modules(package)
+
+    def nearest(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = here.split(".")[:len(here.split(".")) - node.level + 1]
+                    base = ".".join([*up, *([base] if base else [])])
+                targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            graph[name] |= {found for target in targets if (found := nearest(target)) not in (None, name)}
+    return graph
+
+
+def import_cycle(package=PACKAGE) -> list[str]:
+    """One import cycle among the package's modules (A, B, ..., A), or [] when there is none."""
+    try:
+        graphlib.TopologicalSorter(import_graph(package)).prepare()
+    except graphlib.CycleError as error:
+        return list(error.args[1])
+    return []
+
+
+def test_no_import_cycle_inside_the_package():
+    """Two modules that import each other (even one of them inside a function) are one room that was cut in two:
+    what both need belongs in a module of its own that both import."""
+    assert import_cycle() == []
+
+
+def test_the_cycle_check_sees_an_import_inside_a_function(tmp_path):
+    package = tmp_path / "apibank_bench"
+    (package / "reports").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "reports" / "__init__.py").write_text("")
+    (package / "reports" / "a.py").write_text("from apibank_bench.reports.b import THING\n")
+    (package / "reports" / "b.py").write_text("THING = 1\n\n\ndef later():\n"
+                                             "    from apibank_bench.reports import a\n    return a\n")
+    assert sorted(set(import_cycle(package))) == ["apibank_bench.reports.a", "apibank_bench.reports.b"]
+    (package / "reports" / "b.py").write_text("THING = 1\n")
+    assert import_cycle(package) == []
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

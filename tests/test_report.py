@@ -167,7 +167,7 @@ def test_runs_are_named_with_provenance_one_interval_per_number_and_unpaired_set
 
 def test_the_frontier_says_its_accuracy_and_cost_are_epoch_0_s_when_runs_have_epochs(tmp_path, apibank_root):
     from apibank_bench.reports.html import frontier_section
-    from apibank_bench.reports.compare import load_run
+    from apibank_bench.reports.pairs import load_run
 
     tasks = eval_tasks(apibank_root)[:4]
     folders = [score_folder(tmp_path, name, tasks, wrong=wrong) for name, wrong in (("a", set()), ("b", {1}))]

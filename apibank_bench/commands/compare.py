@@ -21,7 +21,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from apibank_bench.reports.compare import RunMismatch, compare, format_table, regressions
+    from apibank_bench.reports.compare import compare, format_table, regressions
+    from apibank_bench.reports.pairs import RunMismatch
 
     if args.fail_if_worse is not None and not 0 < args.fail_if_worse < 1:
         print("apibank-bench compare: --fail-if-worse takes a significance level between 0 and 1", file=sys.stderr)

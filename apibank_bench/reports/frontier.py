@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apibank_bench.core.settings import BY_NAME
-from apibank_bench.reports.compare import Run, compare_pair, first_epoch, pair, significantly_worse
+from apibank_bench.reports.pairs import Run, compare_pair, pair, significantly_worse
 from apibank_bench.runs.cost import PriceTable, instance_costs
+from apibank_bench.runs.pairing import first_epoch
 from apibank_bench.runs.results import TRACES
 from apibank_bench.runs.stats import wilson
 from apibank_bench.runs.summary import read_traces

@@ -2,8 +2,8 @@
 (and `apibank-bench run --baseline DIR`).
 
 After the run, its results are paired with the baseline folder's on the instances both have
-(reports.compare's pairing: errors in either run are left out, never counted as regressions;
-runs of several epochs pair on epoch 0). The session fails only when the run is significantly
+(reports.pairs' pairing, `compare`'s too: errors in either run are left out, never counted as
+regressions; runs of several epochs pair on epoch 0). The session fails only when the run is significantly
 worse: it lost more instances than it won and the exact McNemar p-value is below alpha. A run
 that is lower but within noise passes, and the closing lines say so; with a gate the wrong
 answers themselves no longer fail the session (they are what the gate weighs), while errors and
@@ -28,9 +28,9 @@ from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.core.settings import flag
 
 if TYPE_CHECKING:
-    from apibank_bench.reports.compare import Run
+    from apibank_bench.reports.pairs import Run
 
-#: What a baseline must share with the run (of compare's MUST_AGREE: the rules of `compare.pair`;
+#: What a baseline must share with the run (of MUST_AGREE: the rules of `reports.pairs.pair`;
 #: the selection may differ).
 MUST_MATCH = ("data lock", "ToolSearcher scorer")
 #: The exit status when the gate fails, under pytest as under `run` (never pytest's 1: that is an incomplete run)
@@ -49,7 +49,7 @@ class Verdict:
 
     @property
     def line(self) -> str:
-        from apibank_bench.reports.compare import format_p
+        from apibank_bench.reports.pairs import format_p
 
         overall = self.comparison["overall"]
         won, lost, p = len(overall["won"]), len(overall["lost"]), overall["mcnemar_p"]
@@ -73,7 +73,7 @@ class Verdict:
 
 def check_baseline(baseline: Run, run_config: dict) -> None:
     """Refuse a baseline recorded with other data or another scorer than `run_config` (a summary's `config`)."""
-    from apibank_bench.reports.compare import Run, mismatches
+    from apibank_bench.reports.pairs import Run, mismatches
 
     problems = mismatches([baseline, Run("this run", Path("."), [], {"config": run_config})], MUST_MATCH)
     if problems:
@@ -84,7 +84,7 @@ def check_baseline(baseline: Run, run_config: dict) -> None:
 
 def judge(baseline: Run, run: Run, alpha: float = 0.05, seed: int = 0) -> Verdict:
     """Pair the run with the baseline and decide: significantly worse, or not."""
-    from apibank_bench.reports.compare import compare_pair, significantly_worse
+    from apibank_bench.reports.pairs import compare_pair, significantly_worse
 
     check_baseline(baseline, run.config)
     comparison = compare_pair(baseline, run, seed)
@@ -115,7 +115,7 @@ class Gate:
         cfg = run.cfg
         if not cfg.baseline:
             return
-        from apibank_bench.reports.compare import load_run
+        from apibank_bench.reports.pairs import load_run
         from apibank_bench.runs.provenance import provenance
 
         try:
@@ -133,7 +133,7 @@ class Gate:
         if not summary:
             self.problem = "apibank gate: nothing ran, nothing to judge"
             return
-        from apibank_bench.reports.compare import load_run
+        from apibank_bench.reports.pairs import load_run
         from apibank_bench.runs.results import write_summary
 
         out_dir = run.out_dir

@@ -17,10 +17,11 @@ from typing import Any
 from pathlib import Path
 from urllib.parse import quote
 
-from apibank_bench.reports.compare import (MDD_NOTE, Run, compare_runs, first_epoch, format_mdd, format_p, load_run,
-                                          pairing_words)
+from apibank_bench.reports.compare import MDD_NOTE, compare_runs, format_mdd, pairing_words
 from apibank_bench.reports.modes import mode_comparisons, mode_of
+from apibank_bench.reports.pairs import Run, format_p, load_run
 from apibank_bench.runs.epochs import correct_epochs
+from apibank_bench.runs.pairing import first_epoch
 from apibank_bench.runs.results import SUMMARY, TRACES, read_trace, trace_name
 from apibank_bench.runs.team import protocol_words
 from apibank_bench.runs.summary import counts_text, gold_api_name, interval_text, read_traces, summarize_rows

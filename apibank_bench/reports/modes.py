@@ -17,7 +17,7 @@ from collections import Counter
 
 from apibank_bench.scoring.answered_by import AnsweredBy
 from apibank_bench.core import settings
-from apibank_bench.reports.compare import Run, compare_pair, format_p, pair
+from apibank_bench.reports.pairs import Run, compare_pair, format_p, pair
 from apibank_bench.runs.pairing import first_epoch
 
 #: What differs between the two modes of one setup.

@@ -175,7 +175,7 @@ def seeds_markdown(axes: Mapping[str, list[str]], rows: list[dict]) -> str:
 def frontier_markdown(cells: list[Cell], prices=None) -> str:
     """The accuracy–cost frontier over the cells that have results (reports/frontier.py), or "" under two."""
     from apibank_bench.reports import frontier
-    from apibank_bench.reports.compare import load_run
+    from apibank_bench.reports.pairs import load_run
     from apibank_bench.runs.results import RESULTS
 
     ran = [cell for cell in cells if cell.summary and (cell.path / RESULTS).is_file()]
@@ -188,7 +188,7 @@ def frontier_markdown(cells: list[Cell], prices=None) -> str:
 def mode_comparisons(cells: list[Cell]) -> list[dict]:
     """Chat against function calling (reports.modes): each chat cell paired with the sdk cells of its setup."""
     from apibank_bench.reports import modes
-    from apibank_bench.reports.compare import load_run
+    from apibank_bench.reports.pairs import load_run
     from apibank_bench.runs.results import RESULTS
 
     ran = [load_run(cell.path, cell.label) for cell in cells if cell.summary and (cell.path / RESULTS).is_file()]
