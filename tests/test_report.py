@@ -166,7 +166,7 @@ def test_runs_are_named_with_provenance_one_interval_per_number_and_unpaired_set
 
 
 def test_the_frontier_says_its_accuracy_and_cost_are_epoch_0_s_when_runs_have_epochs(tmp_path, apibank_root):
-    from apibank_bench.reports.html import frontier_section
+    from apibank_bench.reports.html_sections import frontier_section
     from apibank_bench.reports.pairs import load_run
 
     tasks = eval_tasks(apibank_root)[:4]

@@ -8,25 +8,22 @@ Everything a model wrote is escaped before it reaches the page.
 
 from __future__ import annotations
 
-import base64
-import csv
 import json
 import shutil
 from html import escape
-from typing import Any
 from pathlib import Path
 from urllib.parse import quote
 
-from apibank_bench.reports.compare import MDD_NOTE, compare_runs, format_mdd, pairing_words
-from apibank_bench.reports.modes import mode_comparisons, mode_of
-from apibank_bench.reports.pairs import Run, format_p, load_run
-from apibank_bench.runs.epochs import correct_epochs
+from apibank_bench.reports.compare import compare_runs
+from apibank_bench.reports.html_sections import (
+    answered_by_table, api_table, comparisons_table, epochs_table, failures_table, frontier_section, image,
+    instance_sets, instances_table, levels_table, modes_section, provenance_table, reasons_table, role_table,
+    run_label, runs_table, sweep_tables, tagged_names, team_table, unpaired_note)
+from apibank_bench.reports.modes import mode_comparisons
+from apibank_bench.reports.pairs import Run, load_run
 from apibank_bench.runs.pairing import first_epoch
 from apibank_bench.runs.results import SUMMARY, TRACES, read_trace, trace_name
-from apibank_bench.runs.team import protocol_words
-from apibank_bench.runs.summary import counts_text, gold_api_name, interval_text, read_traces, summarize_rows
-from apibank_bench.reports.sweep_table import SEEDS_CSV, SWEEP_CSV
-from apibank_bench.scoring.stage import Stage
+from apibank_bench.runs.summary import read_traces, summarize_rows
 
 INSTANCE_PAGES = "instances"  #: the report's folder of rendered instance pages
 
@@ -45,7 +42,7 @@ td.ok { background: #dff0d8; } td.fail { background: #f8d7da; } td.err { backgro
 
 def find_runs(paths: list) -> list[Run]:
     """The results folders in `paths` (each a results folder or a folder of them), each named by what answered
-    and its setup (`_label`), with its folder beside it where two runs would share a name."""
+    and its setup (`run_label`), with its folder beside it where two runs would share a name."""
     found: list[tuple[Path, str]] = []
     for root in map(Path, paths):
         if (root / SUMMARY).is_file():
@@ -56,277 +53,13 @@ def find_runs(paths: list) -> list[Run]:
     if not found:
         raise FileNotFoundError(f"no results folder ({SUMMARY}) under {' '.join(map(str, paths))}")
     runs = [load_run(path, folder) for path, folder in found]
-    labels = [_label(run) for run in runs]
+    labels = [run_label(run) for run in runs]
     names = [label if labels.count(label) == 1 else f"{label} ({folder})" for label, (_, folder) in zip(labels, found)]
     if len(set(names)) < len(names):
         names = [f"{index + 1}: {name}" for index, name in enumerate(names)]
     for run, name, (_, folder) in zip(runs, names, found):
         run.name, run.folder = name, folder
     return runs
-
-
-def _fmt(value, spec: str = ".1%") -> str:
-    return "—" if value is None else format(value, spec)
-
-
-def _interval(part: dict) -> str:
-    low, high = part["wilson_95"]
-    return f"[{low:.3f}, {high:.3f}]"
-
-
-def _table(header: list[str], rows: list[list], name_columns: int = 1) -> str:
-    """An HTML table; cells are text, or (text, css class, href, hover title) tuples; all escaped."""
-    def cell(value, column, tag="td") -> str:
-        text, css, href, title = (*(value if isinstance(value, tuple) else (value,)), None, None, None)[:4]
-        css = css or ("name" if column < name_columns else None)
-        body = escape(str(text))
-        if href:
-            body = f'<a href="{escape(href)}">{body}</a>'
-        attrs = (f' class="{css}"' if css else "") + (f' title="{escape(title)}"' if title else "")
-        return f"<{tag}{attrs}>{body}</{tag}>"
-
-    head = "".join(cell(text, column, "th") for column, text in enumerate(header))
-    body = "".join("<tr>" + "".join(cell(value, column) for column, value in enumerate(row)) + "</tr>" for row in rows)
-    # Too wide for the window (many runs side by side), a table scrolls inside the page.
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
-
-
-def _image(png: bytes | None, alt: str) -> str:
-    if png is None:
-        return f"<p>{escape(alt)}: no run recorded token usage.</p>"
-    return f'<img alt="{escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
-
-
-def _label(run: Run) -> str:
-    """The run's setup in words: what answered (with a team protocol other than the topology's graph
-    named), and its epochs when it solved each instance several times."""
-    setup = run.config.get("run") or {}
-    epochs = setup.get("epochs") or 1
-    return " / ".join([_answered_by(run), *([f"{epochs} epochs"] if epochs > 1 else [])])
-
-
-def _answered_by(run: Run) -> str:
-    config = run.config
-    setup = config.get("run") or {}
-    model = (config.get("model") or {}).get("model") or setup.get("model")
-    if model == "gold":
-        return "gold calls (harness self-check)"
-    if "source" in config:
-        return f"scored from {Path(str(config['source'])).name}"
-    topology = setup.get("topology")
-    from apibank_bench.agents.topologies import is_team
-
-    team = f"team of {setup['team_size']}" if is_team(topology) and setup.get("team_size") else None
-    return " / ".join(str(part) for part in (topology, *_kind_words(run), protocol_words(setup), model, team,
-                                             setup.get("message_format")) if part)
-
-
-def _kind_words(run: Run) -> list[str]:
-    """An sdk run's mode (the chat and sdk runs of one setup differ in nothing else the name shows), and its
-    `--tool-parse` and `--history` where not the defaults; nothing for a chat run or a topology named for it."""
-    setup = run.config.get("run") or {}
-    if mode_of(run) != "sdk":
-        return []
-    words = [] if "sdk" in str(setup.get("topology")) else ["sdk"]
-    if setup.get("tool_parse", "both") != "both":
-        words.append(f"tool parse {setup['tool_parse']}")
-    if setup.get("history", "text") != "text":
-        words.append(f"history {setup['history']}")
-    return words
-
-
-def _correct(part: dict) -> str:
-    """Correct answers, of how many attempts when the instances were solved in several epochs."""
-    attempts = part.get("attempts", part["total"])
-    return str(part["correct"]) if attempts == part["total"] else f"{part['correct']} of {attempts} attempts"
-
-
-def _flags(part: dict) -> tuple[str, str | None]:
-    return ", ".join(part["flags"]), "warn" if part["flags"] else None
-
-
-def _per_correct(part: dict) -> str:
-    """Tokens per correct answer with its bootstrap interval ("—" when nothing was right or usage is unknown;
-    an unbounded upper end is ∞)."""
-    if part.get("tokens_per_correct") is None or not part.get("tokens"):
-        return "—"
-    return f"{part['tokens_per_correct']:.0f} {interval_text(part['ci_95'])}"
-
-
-def runs_table(runs: list[Run], summaries: list[dict], tags: dict[str, str] | None = None) -> str:
-    tags = tags or {}
-    header = ["run", "setup", "n (instances)", "correct", "errors", "accuracy", "95% Wilson (eff. n with epochs)",
-              "acc. completed",
-              "tokens / inst.", "tokens / correct [95%]", "usage missing", "wall time (s)", "flags"]
-    rows = [[run.name, _label(run), f"{s['total']} ({tags[run.name]})" if run.name in tags else s["total"], _correct(s), s["errors"], _fmt(s["accuracy"]), _interval(s),
-             _fmt(s["accuracy_completed"]), _fmt(s["tokens_per_instance"]["total_per_instance"], ".0f"),
-             _per_correct(s["tokens_per_correct"]),
-             s["tokens_per_instance"]["instances_missing_usage"], _fmt(run.summary.get("wall_time_s"), ".1f"),
-             _flags(s)] for run, s in zip(runs, summaries)]
-    return _table(header, rows, name_columns=2)
-
-
-def provenance_table(runs: list[Run]) -> str:
-    """Where each run's numbers came from: its folder, when it started, the code's commit, the endpoint, the
-    package's version (what summary.json recorded; "—" for a folder scored from saved answers)."""
-    rows = []
-    for run in runs:
-        config = run.config
-        model = config.get("model") or {}
-        commit = config.get("git_revision")
-        rows.append([run.name, (run.folder or run.path.name, None, None, str(run.path.resolve())),
-                     (config.get("provenance") or {}).get("started_at") or "—",
-                     commit[:12] + ("+dirty" if commit.endswith("+dirty") else "") if commit else "—",
-                     ", ".join(model.get("base_urls") or []) or "—",
-                     (config.get("packages") or {}).get("apibank-bench") or "—"])
-    return _table(["run", "folder", "started (UTC)", "commit", "endpoint", "apibank-bench"], rows, 2)
-
-
-def instance_sets(runs: list[Run]) -> dict[str, str]:
-    """Runs over different sets of instances, each tagged with its set ("instances B (34)"); empty when every
-    run holds the same instances (epoch 0's rows, as the pairing takes them)."""
-    sets = [frozenset(first_epoch(run.rows)) for run in runs]
-    distinct = list(dict.fromkeys(sets))
-    if len(distinct) <= 1:
-        return {}
-    return {run.name: f"instances {chr(ord('A') + distinct.index(held))} ({len(held)})"
-            for run, held in zip(runs, sets)}
-
-
-def unpaired_note(tags: dict[str, str]) -> str:
-    """Said wherever runs over different instance sets stand side by side."""
-    if not tags:
-        return ""
-    groups: dict[str, list[str]] = {}
-    for name, tag in tags.items():
-        groups.setdefault(tag, []).append(name)
-    listed = "; ".join(f"{tag}: {', '.join(names)}" for tag, names in groups.items())
-    return (f'<p class="note">Unpaired: these runs hold different sets of instances ({escape(listed)}). Side by side '
-            "their accuracies and costs are over different instances, so their differences are not paired "
-            "comparisons; the paired comparisons below use the instances both runs hold.</p>")
-
-
-def _tagged(names: list[str], tags: dict[str, str]) -> list[str]:
-    return [f"{name} [{tags[name]}]" if name in tags else name for name in names]
-
-
-def epochs_table(runs: list[Run], summaries: list[dict]) -> str:
-    """Runs of several epochs: mean accuracy with its clustered interval, pass@k, majority-of-K, flip rate."""
-    ks = sorted({k for s in summaries if "epochs" in s for k in s["epochs"]["pass_at_k"]}, key=int)
-    rows = []
-    for run, s in zip(runs, summaries):
-        if "epochs" not in s:
-            continue
-        for level, part in [*((level, p["epochs"]) for level, p in s["by_level"].items()), ("overall", s["epochs"])]:
-            low, high = part["clustered_95"]
-            rows.append([run.name, level, part["instances"], part["epochs"], _fmt(part["mean_accuracy"]),
-                         f"[{low:.3f}, {high:.3f}]", *(_fmt(part["pass_at_k"].get(k)) for k in ks),
-                         _fmt(part["majority_accuracy"]), _fmt(part["flip_rate"]),
-                         _fmt(part["sd_over_epochs"])])
-    header = ["run", "level", "instances", "epochs", "mean accuracy", "95% clustered by instance",
-              *(f"pass@{k}" for k in ks), "majority of K", "flip rate", "sd over epochs"]
-    return _table(header, rows, 2)
-
-
-def team_table(runs: list[Run], summaries: list[dict]) -> str:
-    """Team runs with every agent scored: the team against its best member, per role and round."""
-    rows, roles = [], []
-    for run, s in zip(runs, summaries):
-        team = s.get("team")
-        if not team:
-            continue
-        margin = team.get("vote_margin", {}).get("mean")
-        rows.append([run.name, team["instances"], _fmt(team["team_accuracy"]), _fmt(team["oracle_accuracy"]),
-                     team["lost_by_aggregation"], team["fixed_by_aggregation"], _fmt(margin, ".2f")])
-        roles += [[run.name, f"role {role}", part["turns"], _fmt(part["accuracy"])]
-                  for role, part in team["by_role"].items()]
-        roles += [[run.name, f"round {key}", part["turns"], _fmt(part["accuracy"])]
-                  for key, part in team["by_round"].items()]
-    header = ["run", "instances", "team accuracy", "oracle accuracy (some agent's final call right)",
-              "lost by aggregation", "fixed by aggregation", "mean vote margin"]
-    return _table(header, rows) + _table(["run", "agents", "scored turns", "accuracy"], roles, 2)
-
-
-def levels_table(runs: list[Run], summaries: list[dict]) -> str:
-    header = ["run", "level", "n", "correct", "errors", "accuracy", "95% Wilson", "acc. completed", "flags"]
-    rows = [[run.name, level, p["total"], _correct(p), p["errors"], _fmt(p["accuracy"]), _interval(p),
-             _fmt(p["accuracy_completed"]), _flags(p)]
-            for run, s in zip(runs, summaries) for level, p in s["by_level"].items()]
-    return _table(header, rows, name_columns=2)
-
-
-def failures_table(runs: list[Run], summaries: list[dict]) -> str:
-    rows = [[run.name, *(s["failures_by_stage"].get(stage, 0) for stage in Stage)] for run, s in zip(runs, summaries)]
-    return _table(["run", *Stage], rows)
-
-
-def reasons_table(runs: list[Run], summaries: list[dict]) -> str:
-    """Failures per reason code (scoring.stage.Reason), a row per code, a column per run."""
-    codes = sorted({code for s in summaries for code in s.get("failures_by_reason") or {}})
-    rows = [[code, *((s.get("failures_by_reason") or {}).get(code, 0) for s in summaries)] for code in codes]
-    return _table(["reason", *(run.name for run in runs)], rows)
-
-
-def answered_by_table(runs: list[Run], summaries: list[dict]) -> str:
-    """Which path each run's answers came through (scoring.answered_by.AnsweredBy), a row per path, a column per run;
-    a run no answer of which came through a tool call is marked."""
-    parts = [(s.get("answered_by") or {}).get("rows") or {} for s in summaries]
-    paths = list(dict.fromkeys(path for part in parts for path in part))
-    rows = [[path, *(part.get(path, 0) if part else "—" for part in parts)] for path in paths]
-    no_tools = [run.name for run, s in zip(runs, summaries)
-                if s.get("answered_by") and not s["answered_by"].get("tool_calls")]
-    note = "".join(f'<p class="note">{escape(name)}: no answer came through a tool call (all read from text)</p>'
-                   for name in no_tools)
-    return note + _table(["answered by", *(run.name for run in runs)], rows)
-
-
-def modes_section(comparisons: list[dict]) -> str:
-    """The model x mode table (reports.modes): each chat run against the sdk run of its setup."""
-    from apibank_bench.reports import modes
-
-    notes = "".join(f'<p class="note">{escape(comp["sdk"])}: {escape(modes.NO_TOOL_CALLS)}</p>'
-                    for comp in comparisons if modes.no_tool_calls(comp))
-    return (notes + _table(modes.HEADER, modes.rows(comparisons), name_columns=4)
-            + "<p>Paired on the instances both runs answered (epoch 0); the difference is the sdk run's accuracy "
-              "minus the chat run's, with a paired-bootstrap interval and the exact McNemar test.</p>")
-
-
-def api_table(runs: list[Run], summaries: list[dict]) -> str:
-    apis = sorted({api for s in summaries for api in s["by_api"]})
-    rows = [[api, *(counts_text(s["by_api"][api]) if api in s["by_api"] else "—"
-                    for s in summaries)] for api in apis]
-    return _table(["gold API", *(run.name for run in runs)], rows)
-
-
-def role_table(runs: list[Run], summaries: list[dict]) -> str:
-    rows = [[run.name, role, counts["turns"], counts["prompt_tokens"], counts["completion_tokens"],
-             _per_correct(s.get("tokens_per_correct_by_role", {}).get(role, {})),
-             (counts["turns_missing_usage"], "warn" if counts["turns_missing_usage"] else None)]
-            for run, s in zip(runs, summaries) for role, counts in s["tokens_by_role"].items()]
-    if not rows:
-        return "<p>No trace lists agent turns.</p>"
-    return _table(["run", "role", "turns", "prompt tokens", "completion tokens", "tokens / correct answer [95%]",
-                   "turns without usage"], rows, 2)
-
-
-def comparisons_table(result: dict) -> str:
-    warnings = "".join(f'<p class="note">Compared anyway, but {escape(w)}</p>' for w in result["warnings"])
-    warnings += "".join(f'<p class="note">{escape(comp["run"])} ran another selection of instances '
-                        f'({escape("; ".join(comp["notes"]))}): paired on the instances both hold</p>'
-                        for comp in result["comparisons"] if comp.get("notes"))
-    warnings += "".join(f'<p class="note">{escape(comp["run"])}: {escape(pairing_words(comp))}</p>'
-                        for comp in result["comparisons"] if pairing_words(comp))
-    rows = []
-    for comp in result["comparisons"]:
-        for level, row in [*comp["by_level"].items(), ("overall", comp["overall"])]:
-            low, high = row["ci_95"]
-            rows.append([comp["run"], level, row["n"], _fmt(row["accuracy_baseline"]), _fmt(row["accuracy_run"]),
-                         f"{row['difference']:+.1%}", f"[{low:+.3f}, {high:+.3f}]", format_p(row["mcnemar_p"]),
-                         len(row["won"]), len(row["lost"]), format_mdd(row)])
-    header = ["run", "level", "paired n", f"baseline ({result['baseline']})", "run", "difference",
-              "95% CI (paired bootstrap)", "McNemar p (exact)", "won", "lost",
-              "min. detectable difference (80% power)"]
-    return warnings + _table(header, rows, 2) + f"<p>{escape(MDD_NOTE)}</p>"
 
 
 def instance_pages(runs: list[Run], out: Path, trace_dirs: list[str]) -> dict[tuple[int, str], str]:
@@ -353,43 +86,6 @@ def instance_pages(runs: list[Run], out: Path, trace_dirs: list[str]) -> dict[tu
     return pages
 
 
-def instances_table(runs: list[Run], pages: dict[tuple[int, str], str]) -> str:
-    """One line per instance: each run's verdict (epoch 0's, with the run's correct epochs when it has several),
-    linking its page."""
-    by_id = [first_epoch(run.rows) for run in runs]
-    repeats = [correct_epochs(run.rows) if any(row.epoch for row in run.rows) else {} for run in runs]
-    order = list(dict.fromkeys(row.id for run in runs for row in run.rows))
-    rows = []
-    for task_id in order:
-        first = next(rows_of[task_id] for rows_of in by_id if task_id in rows_of)
-        cells: list[Any] = []  #: a cell's text, or (text, css class, href, hover title)
-        for number, (rows_of, counts) in enumerate(zip(by_id, repeats)):
-            row = rows_of.get(task_id)
-            if row is None:
-                cells.append("—")
-                continue
-            css = "ok" if row.is_correct else "err" if row.is_error else "fail"
-            href = pages.get((number, task_id))
-            title = "\n".join(str(text) for text in (row.predicted_call, row.error) if text)
-            text = "correct" if css == "ok" else row.stage or "wrong"
-            if task_id in counts:
-                text += " ({}/{} epochs)".format(*counts[task_id])
-            cells.append((text, css, href, title))
-        rows.append([task_id, first.level, gold_api_name(first.gold_call), *cells])
-    return _table(["instance", "level", "gold API", *(run.name for run in runs)], rows, 3)
-
-
-def sweep_tables(paths: list) -> str:
-    parts = []
-    for root in map(Path, paths):
-        for name, title in ((SWEEP_CSV, "per cell and level"), (SEEDS_CSV, "over the seeds (mean and sd)")):
-            table = root / name
-            lines = list(csv.reader(table.read_text(encoding="utf-8").splitlines())) if table.is_file() else []
-            if lines:
-                parts.append(f"<h3>{escape(str(table))}: {title}</h3>" + _table(lines[0], lines[1:]))
-    return "".join(parts)
-
-
 def copy_traces(runs: list[Run], out: Path) -> list[str]:
     """Copy each run's traces to out/traces/<n>/ and return those folders relative to out."""
     folders = []
@@ -403,30 +99,6 @@ def copy_traces(runs: list[Run], out: Path) -> list[str]:
             shutil.copytree(source, target)
         folders.append(relative)
     return folders
-
-
-def frontier_section(runs: list[Run], seed: int, prices, tags: dict[str, str] | None = None) -> str:
-    """The accuracy–cost frontier: the plot (the frontier a step line), the table and the neighbours' comparisons."""
-    from apibank_bench.reports import frontier
-
-    result = frontier.frontier(runs, prices, seed)
-    table = result["price_table"]
-    several = any(row.epoch for run in runs for row in run.rows)
-    intro = (f"<p>Cost: {escape(result['unit'])} per instance"
-             + (" and accuracy of epoch 0 (the pairing's; the runs table's tokens per instance are of all the "
-                "epochs)" if several else "")
-             + (f" (prices of {escape(table['date'] or 'the command line')})" if table else "")
-             + f". Off the frontier, a configuration is <em>dominated</em> when a frontier configuration is "
-               f"significantly more accurate (paired, exact McNemar at alpha {result['alpha']:g}, as the gate "
-               "decides) or significantly cheaper (paired bootstrap) on the instances they share; else it is "
-               "<em>not distinguishable from the frontier</em>.</p>")
-    neighbours = frontier.neighbour_lines(result)
-    listed = ("<p>Neighbours on the frontier (paired, as <code>compare</code>):</p><ul>"
-              + "".join(f"<li>{escape(line)}</li>" for line in neighbours) + "</ul>") if neighbours else ""
-    tags = tags or {}
-    table = [[*row[:1], *_tagged(row[1:2], tags), *row[2:]] for row in frontier.rows(result)]
-    return (intro + unpaired_note(tags) + _image(frontier.plot(result, tags), "accuracy-cost frontier")
-            + f'<div id="frontier">{_table(frontier.HEADER, table, name_columns=2)}</div>' + listed)
 
 
 def recorded_prices(runs: list[Run]):
@@ -452,15 +124,15 @@ def build_report(paths: list, out: Path, seed: int = 0, prices=None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     summaries = [summarize_rows(run.rows, read_traces(run.path / TRACES)) for run in runs]
     tags = instance_sets(runs)
-    names = _tagged([run.name for run in runs], tags)  # in the figures, where runs stand side by side
+    names = tagged_names([run.name for run in runs], tags)  # in the figures, where runs stand side by side
     sections = [
         ("Runs", runs_table(runs, summaries, tags) + unpaired_note(tags) + provenance_table(runs)
          + sweep_tables(paths)),
         ("Accuracy with 95% Wilson intervals", unpaired_note(tags)
-         + _image(plots.accuracy_intervals(names, summaries), "accuracy") + levels_table(runs, summaries)),
+         + image(plots.accuracy_intervals(names, summaries), "accuracy") + levels_table(runs, summaries)),
         ("Failures by stage and reason", failures_table(runs, summaries)
-         + _image(plots.failures_by_stage(names, summaries), "failures by stage") + reasons_table(runs, summaries)),
-        ("Accuracy against tokens", _image(plots.accuracy_vs_tokens(names, summaries), "accuracy against tokens")
+         + image(plots.failures_by_stage(names, summaries), "failures by stage") + reasons_table(runs, summaries)),
+        ("Accuracy against tokens", image(plots.accuracy_vs_tokens(names, summaries), "accuracy against tokens")
          + role_table(runs, summaries)),
         ("Accuracy per gold API", api_table(runs, summaries)),
     ]
