@@ -27,7 +27,7 @@ runs each topology (default `single`; a team with the CLI's default size 4 and, 
 between its two floors; a team's time per instance (the run's wall time, less the server's start as the floors'
 servers took it, over its instances, as instances overlap) is set against the single agent's, and its floor is that of its requests without prefix reuse (the
 embedded server keeps the previous prompt's KV cache, and an instance's requests go to it back to back:
-llm/limit.py `OneSlotQueue`). `--keep DIR` keeps each run's results folder (DIR/<n>-<model>[-<topology>]) for
+llm/one_slot.py `OneSlotQueue`). `--keep DIR` keeps each run's results folder (DIR/<n>-<model>[-<topology>]) for
 `apibank-bench compare`. `--concurrency N`: instances in flight (the embedded model's default is 1, and then
 no other instance's request comes between an instance's).
 """

@@ -1,5 +1,5 @@
 """The order of requests to a one-slot server that keeps the previous prompt's KV cache (the embedded model,
-llm/limit.py `OneSlotQueue`): one at a time, an instance's requests back to back, the earliest-started instance
+llm/one_slot.py `OneSlotQueue`): one at a time, an instance's requests back to back, the earliest-started instance
 first, and the server held for the instance it serves between two of its requests. Real threads, a simulated
 clock: the order is decided by the queue, never by timing (each request joins before the next is let go)."""
 
@@ -15,7 +15,8 @@ from apibank_bench.core import settings
 from apibank_bench.llm.breaker import InstanceStop, instance_scope
 from apibank_bench.llm.client import ChatClient
 from apibank_bench.llm.config import ModelConfig
-from apibank_bench.llm.limit import HOLD_S, Limiter
+from apibank_bench.llm.limit import Limiter
+from apibank_bench.llm.one_slot import HOLD_S
 
 
 class Clock:

@@ -106,7 +106,7 @@ class ModelConfig:
     #: Processes sending to the same endpoints at once (xdist workers): they share its queue (limit.py).
     sharing: int = 1
     #: The server answers one completion at a time and reuses the previous prompt's KV cache (the embedded
-    #: model): one request at a time, an instance's back to back (limit.OneSlotQueue).
+    #: model): one request at a time, an instance's back to back (one_slot.OneSlotQueue).
     one_slot: bool = False
 
     def __post_init__(self) -> None:
