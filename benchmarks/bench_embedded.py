@@ -27,8 +27,13 @@ runs each topology (default `single`; a team with the CLI's default size 4 and, 
 between its two floors; a team's time per instance (the run's wall time, less the server's start as the floors'
 servers took it, over its instances, as instances overlap) is set against the single agent's, and its floor is that of its requests without prefix reuse (the
 embedded server keeps the previous prompt's KV cache, and an instance's requests go to it back to back:
-llm/one_slot.py `OneSlotQueue`). `--keep DIR` keeps each run's results folder (DIR/<n>-<model>[-<topology>]) for
-`apibank-bench compare`. `--concurrency N`: instances in flight (the embedded model's default is 1, and then
+llm/one_slot.py `OneSlotQueue`). Its floor with perfect prefix reuse counts, of each request's prompt, only the
+tokens not shared with the previous request's prompt and answer (the traces' messages in the model's own
+template and tokens, in the order the server got them), plus every generated token: the time the server must
+spend even if every request reused all it shares with the previous one, set against the single agent's floor
+and time. Beside it, what the server itself evaluated (its log: llama-cpp-python's `prefix-match hit` and
+llama.cpp's prompt evaluation count and times per request). `--keep DIR` keeps each run's results folder
+(DIR/<n>-<model>[-<topology>]) for `apibank-bench compare`. `--concurrency N`: instances in flight (the embedded model's default is 1, and then
 no other instance's request comes between an instance's).
 """
 
@@ -37,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -45,6 +51,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import BinaryIO
 
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
@@ -55,6 +62,7 @@ from apibank_bench.data.tasks import get_task  # noqa: E402
 from apibank_bench.llm.client import fold_system  # noqa: E402
 from apibank_bench.llm.embedded_models import check_local, choose  # noqa: E402
 from apibank_bench.llm.embedded_launcher import SERVER_MODULE, _post, server_for  # noqa: E402
+from apibank_bench.runs.results import TRACES, trace_name  # noqa: E402
 
 #: The instances issue 32 found hanging: 142 s for 86 tokens, and six 60 s timeouts.
 SLOW_BEFORE = ["level-1::AddAgenda-AddMeeting-GetUserToken-level-2-3.jsonl::2",
@@ -108,6 +116,8 @@ class TreeMemory(threading.Thread):
         super().__init__(daemon=True)
         self.pid, self.peak_tree_mb, self.server_hwm_mb = pid, 0, 0
         self.done = threading.Event()
+        self.logs: dict[tuple[int, int], BinaryIO] = {}  #: the server's log (its stdout), opened while it runs
+        self.log_pids: set[int] = set()
 
     def run(self) -> None:
         while not self.done.wait(0.25):
@@ -117,7 +127,31 @@ class TreeMemory(threading.Thread):
                 total += rss
                 if server:
                     self.server_hwm_mb = max(self.server_hwm_mb, hwm)
+                    self.keep_log(pid)
             self.peak_tree_mb = max(self.peak_tree_mb, total)
+
+    def keep_log(self, pid: int) -> None:
+        """Open the server's log through its stdout: the launcher deletes the file when it stops the server,
+        an open file stays readable (the launcher and its server share one file: opened once)."""
+        if pid in self.log_pids:
+            return
+        self.log_pids.add(pid)
+        try:
+            handle = open(f"/proc/{pid}/fd/1", "rb")  # noqa: SIM115 (read when the run is over)
+        except OSError:
+            return
+        stat = os.fstat(handle.fileno())
+        if (stat.st_dev, stat.st_ino) in self.logs:
+            handle.close()
+        else:
+            self.logs[(stat.st_dev, stat.st_ino)] = handle
+
+    def server_log(self) -> str:
+        text = ""
+        for handle in self.logs.values():
+            text += handle.read().decode("utf-8", "replace")
+            handle.close()
+        return text
 
     def tree(self) -> list[int]:
         children: dict[int, list[int]] = {}
@@ -164,9 +198,87 @@ def run_cli(ids: list[str], out: Path, model: str, topology: str = "single", con
         raise RuntimeError(f"{' '.join(argv)} exited {process.returncode}:\n{output[-3000:]}")
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line]
     summary = json.loads((out / "summary.json").read_text())
-    return {"wall_s": wall, "run_s": summary["wall_time_s"], "rows": rows, "peak_tree_mb": memory.peak_tree_mb,
+    traces = [json.loads((out / TRACES / trace_name(row["id"])).read_text()) for row in rows]
+    return {"wall_s": wall, "run_s": summary["wall_time_s"], "rows": rows, "traces": traces,
+            "served": served_requests(memory.server_log()), "peak_tree_mb": memory.peak_tree_mb,
             "server_hwm_mb": memory.server_hwm_mb, "load_before": started_load, "load_after": load(),
             "closing": [line for line in output.splitlines() if "correct" in line or "overall" in line][-3:]}
+
+
+#: llama-cpp-python (verbose, the server's default) before a request's prompt, when it reuses a prefix of the cache
+HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")
+#: llama.cpp's timings after each completion: the prompt tokens it evaluated, then the tokens it decoded one by one
+PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
+EVAL = re.compile(r"(?<!prompt )eval time =\s*([\d.]+) ms /\s*(\d+) runs")
+
+
+def served_requests(log: str) -> list[dict]:
+    """Each completion the server ran, in order (its warm-up first): the prefix it reused (None: none reported,
+    the whole prompt evaluated) and llama.cpp's prompt evaluation and decoding, tokens and ms."""
+    served, reused = [], None
+    for line in log.splitlines():
+        if hit := HIT.search(line):
+            reused = int(hit.group(1))
+        elif match := PROMPT_EVAL.search(line):
+            served.append({"reused": reused, "prompt_ms": float(match.group(1)), "evaluated": int(match.group(2)),
+                           "eval_ms": 0.0, "decoded": 0})
+            reused = None
+        elif (match := EVAL.search(line)) and served:
+            served[-1].update(eval_ms=float(match.group(1)), decoded=int(match.group(2)))
+    return served
+
+
+def tokenizer(choice):
+    """The model's prompt as its server builds it (its chat format, or the file's own template, then its tokens),
+    and an answer's tokens; None when the format is not one this knows."""
+    import llama_cpp
+    from llama_cpp import llama_chat_format as formats
+
+    path = choice.path or server_for(choice).model_path
+    vocab = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
+    if choice.template:
+        formatter = getattr(formats, "format_" + choice.template.replace("-", "_"), None)
+    else:
+        special = [vocab._model.token_get_text(i) if i != -1 else "" for i in (vocab.token_eos(), vocab.token_bos())]
+        formatter = formats.Jinja2ChatFormatter(vocab.metadata["tokenizer.chat_template"], *special)
+    if formatter is None:
+        return None
+
+    def prompt(msgs: list[dict]) -> list[int]:  # as llama_chat_format.chat_formatter_to_chat_completion_handler
+        result = formatter(messages=fold_system(msgs) if choice.fold_system else msgs)
+        return vocab.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True)
+
+    def answer(text: str) -> list[int]:
+        return vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+
+    return prompt, answer
+
+
+def shared(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def new_prompt_tokens(traces: list[dict], tokens) -> list[int]:
+    """Per instance: its prompt tokens not shared with the previous request's prompt and answer (perfect reuse),
+    the requests in the order the one-slot server takes them (instance after instance, turns in order)."""
+    prompt, answer = tokens
+    previous: list[int] = []
+    per = []
+    for trace in traces:
+        new = 0
+        for turn in trace.get("agents") or []:
+            if turn.get("cached"):
+                continue
+            sent = prompt(turn["messages"])
+            new += len(sent) - shared(sent, previous)
+            previous = sent + answer(turn.get("answer") or "")
+        per.append(new)
+    return per
 
 
 def p95(values: list[float]) -> float:
@@ -187,17 +299,37 @@ def measure(model: str, ids: list[str], out: Path, topologies: list[str] | None 
     after = floor_speeds(model, typical, texts)
     prompt_speed = (before["prompt_tok_s"] + after["prompt_tok_s"]) / 2
     gen_speed = (before["gen_tok_s"] + after["gen_tok_s"]) / 2
-    reports = [run_report(model, choice, ids, runs[topology], topology, prompt_speed, gen_speed, before, after)
+    tokens = tokenizer(choice)
+    reports = [run_report(model, choice, ids, runs[topology], topology, prompt_speed, gen_speed, before, after, tokens)
                for topology in topologies]
-    single = next((r for r in reports if r["topology"] == "single"), None)
-    for report in reports:
-        report["vs_single"] = report["per_instance_s"] / single["per_instance_s"] if single else None
+    compare_to_single(reports)
     return {**reports[0], "topologies": reports}
 
 
+def compare_to_single(reports: list[dict]) -> None:
+    """Each topology's time per instance against the single agent's, and its floor with perfect reuse against the
+    single agent's floor and against the single agent's time (a team at its floor would be that many times it)."""
+    single = next((r for r in reports if r["topology"] == "single"), None)
+    for report in reports:
+        floor = report["reuse_floor_s"]
+        report["vs_single"] = report["per_instance_s"] / single["per_instance_s"] if single else None
+        report["reuse_vs_single"] = floor / single["reuse_floor_s"] if single and floor and single["reuse_floor_s"] else None
+        report["reuse_vs_single_time"] = floor / single["per_instance_s"] if single and floor else None
+
+
 def run_report(model: str, choice, ids: list[str], run: dict, topology: str, prompt_speed: float, gen_speed: float,
-               before: dict, after: dict) -> dict:
+               before: dict, after: dict, tokens=None) -> dict:
     rows = run["rows"]
+    n = max(1, len(rows))
+    new = new_prompt_tokens(run["traces"], tokens) if tokens else None
+    generated = sum(row.get("completion_tokens") or 0 for row in rows)
+    # the server's completions less its warm-up (the first); with the cache off every agent turn is one
+    served = run["served"][1:]
+    calls = sum(1 for trace in run["traces"] for turn in trace.get("agents") or [] if not turn.get("cached"))
+    server = {"requests": len(served), "turns": calls, "reused": sum(1 for r in served if r["reused"]),
+              "evaluated": sum(r["evaluated"] for r in served) / n, "decoded": sum(r["decoded"] for r in served) / n,
+              "prompt_s": sum(r["prompt_ms"] for r in served) / 1000 / n,
+              "eval_s": sum(r["eval_ms"] for r in served) / 1000 / n} if served else None
     per = []
     for row in rows:
         floor = (row.get("prompt_tokens") or 0) / prompt_speed + (row.get("completion_tokens") or 0) / gen_speed
@@ -223,6 +355,12 @@ def run_report(model: str, choice, ids: list[str], run: dict, topology: str, pro
         # as the floors' servers start) over its instances is one's cost
         "per_instance_s": (run["run_s"] - (before["start_s"] + after["start_s"]) / 2) / max(1, len(rows)),
         "no_reuse_floor_s": sum(p["floor_s"] for p in per) / max(1, len(per)),
+        "prompt_per_instance": sum(row.get("prompt_tokens") or 0 for row in rows) / n,
+        "generated_per_instance": generated / n,
+        "new_prompt_per_instance": sum(new) / n if new is not None else None,
+        # perfect reuse: only the prompt tokens not shared with the previous request, and every generated token
+        "reuse_floor_s": (sum(new) / prompt_speed + generated / gen_speed) / n if new is not None else None,
+        "server": server,
         "wall_s": run["wall_s"], "run_s": run["run_s"], "peak_tree_mb": run["peak_tree_mb"],
         "server_hwm_mb": run["server_hwm_mb"], "load_before": run["load_before"], "load_after": run["load_after"],
         "per_instance": per,
@@ -251,14 +389,27 @@ def show(report: dict) -> None:
 def show_topologies(reports: list[dict]) -> None:
     """Each model's topologies: the time per instance against the single agent's (markdown)."""
     print("| model | topology | correct | model calls | per instance (run / instances) | vs single | "
-          "floor without reuse | server peak | load before -> after |")
-    print("|" + " --- |" * 9)
+          "floor without reuse | floor, perfect reuse | over single's floor / time | prompt / new / generated tokens | "
+          "server evaluated / decoded tokens, its model time | server peak | load before -> after |")
+    print("|" + " --- |" * 13)
     for report in reports:
         for r in report["topologies"]:
             vs = f"{r['vs_single']:.2f}x" if r["vs_single"] else "-"
+            reuse = f"{r['reuse_floor_s']:.1f} s" if r["reuse_floor_s"] is not None else "-"
+            reuse_vs = (f"{r['reuse_vs_single']:.2f}x / {r['reuse_vs_single_time']:.2f}x"
+                        if r["reuse_vs_single"] and r["reuse_vs_single_time"] else "-")
+            new = f"{r['new_prompt_per_instance']:.0f}" if r["new_prompt_per_instance"] is not None else "-"
+            s = r["server"]
+            served = (f"{s['evaluated']:.0f} / {s['decoded']:.0f}, {s['prompt_s'] + s['eval_s']:.1f} s"
+                      + ("" if s["requests"] == s["turns"] else f" ({s['requests']} requests, {s['turns']} turns)")
+                      if s else "-")
             print(f"| {r['name']} | {r['topology']} | {r['correct']}/{r['instances']} ({r['errors']} errors) | "
-                  f"{r['calls']} | {r['per_instance_s']:.1f} s | {vs} | {r['no_reuse_floor_s']:.1f} s | "
-                  f"{r['server_hwm_mb']} MB | {r['load_before']} -> {r['load_after']} |")
+                  f"{r['calls']} | {r['per_instance_s']:.1f} s | {vs} | {r['no_reuse_floor_s']:.1f} s | {reuse} | "
+                  f"{reuse_vs} | {r['prompt_per_instance']:.0f} / {new} / {r['generated_per_instance']:.0f} | "
+                  f"{served} | {r['server_hwm_mb']} MB | {r['load_before']} -> {r['load_after']} |")
+    print("(per instance; prompt: all its requests' prompt tokens; new: those not shared with the previous request's "
+          "prompt and answer; server: the prompt tokens llama.cpp evaluated and the tokens it decoded, and the time "
+          "it spent on them, from its log)")
 
 
 def side_by_side(reports: list[dict]) -> None:
