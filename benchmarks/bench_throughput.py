@@ -72,6 +72,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from apibank_bench.core.settings import resolve
+    from apibank_bench.llm.limit import default_ceiling
     from apibank_bench.runs.instances import instances_in_flight
     from apibank_bench.runs.setting_rules import hand_down
 
@@ -79,6 +80,7 @@ def main() -> int:
 
     settings = resolve(lambda s: {"base_url": "http://x/v1", "model": "stub"}.get(s.name))
     in_flight = args.concurrency or instances_in_flight(settings, batches=True)  # the stand-in says it is vLLM
+    ceiling = settings.max_in_flight or default_ceiling(batches=True)
     instances = args.limit or 100
     rounds: list[list[tuple]] = []
     loads = []
@@ -101,14 +103,14 @@ def main() -> int:
                 sent = [r["time"] - started for r in stub.requests[before:] if r["path"].endswith("/chat/completions")]
                 gold_wall = gold_wall or wall
                 # waves of instances in flight: as many as the pool keeps and the requests' ceiling lets send at once
-                waves = math.ceil(instances / min(in_flight, settings.max_in_flight // max(1, width)))
+                waves = math.ceil(instances / min(in_flight, ceiling // max(1, width)))
                 first, last = (min(sent), stub.last_answer - started) if sent else (math.nan, math.nan)
                 rows.append((label, wall, wall - gold_wall, args.latency * steps * waves, cpu, peak_mb, len(sent),
                              first, last, code))
             rounds.append(rows)
 
     print(f"latency {args.latency} s per completion, {instances} instances, {in_flight} instances in flight "
-          f"(a team's: as many as {settings.max_in_flight} requests take)"
+          f"(a team's: as many as {ceiling} requests take)"
           + (f", -n {args.workers}" if args.workers else "")
           + f"; load average {', '.join(f'{load:.1f}' for load in loads)} at the start of each round")
     print(f"{'run':<31}{'wall s':>8}{'over gold s':>13}{'ideal s':>9}{'CPU s':>7}{'peak MB':>9}{'requests':>10}"

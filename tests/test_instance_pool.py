@@ -11,6 +11,7 @@ from apibank_bench.agents import Solution
 from apibank_bench.data import manifests
 from apibank_bench.data.tasks import get_task
 from apibank_bench.core.settings import RunConfig
+from apibank_bench.llm.config import ModelConfig
 from apibank_bench.runs.instances import REMOTE_IN_FLIGHT, InstancePool, RunStopped, instances_in_flight
 from apibank_bench.scoring import Score
 
@@ -196,6 +197,19 @@ def test_the_pool_fills_the_request_ceiling_only_at_a_server_known_to_batch():
     assert instances_in_flight(RunConfig(**remote), batches=False) == REMOTE_IN_FLIGHT == 32
     assert instances_in_flight(RunConfig(**remote, concurrency=5), batches=True) == 5  # asked for: as asked
     assert instances_in_flight(RunConfig(model="gold"), batches=True) == 1
+
+
+def test_the_default_ceiling_is_a_batching_servers_default_batch():
+    """Without --max-in-flight the ceiling is 128 requests, or vLLM's default batch (256) when every server
+    batches: a team of 4 then keeps 64 instances in flight there, not 32 (a run against vLLM waited in waves)."""
+    remote = dict(model="stub", base_url=["http://x/v1"])
+    assert RunConfig(**remote).max_in_flight is None
+    assert instances_in_flight(RunConfig(**remote), batches=True) == 256
+    assert instances_in_flight(RunConfig(**remote, topology="decentralized", team_size=4), batches=True) == 64
+    assert instances_in_flight(RunConfig(**remote, topology="decentralized", team_size=4), batches=False) == 32
+    assert [ModelConfig(base_urls=["http://x/v1"], model="m", server_kind=kind).ceiling
+            for kind in ("vllm", "sglang", "llama.cpp", "openai")] == [256, 256, 128, 128]
+    assert ModelConfig(base_urls=["http://x/v1"], model="m", server_kind="vllm", max_in_flight=16).ceiling == 16
 
 
 def test_run_starts_loading_the_embedding_model_of_its_selection_before_pytest_starts(loaded):

@@ -421,10 +421,11 @@ def test_requests_go_through_the_proxy_the_environment_names(stub, monkeypatch, 
         proxy.close()
 
 
-@pytest.mark.parametrize("kind, initial", [("vllm", 128), ("sglang", 128), ("llama.cpp", 8), ("openai", 8)])
+@pytest.mark.parametrize("kind, initial", [("vllm", 256), ("sglang", 256), ("llama.cpp", 8), ("openai", 8)])
 def test_the_limit_starts_wide_only_at_a_server_known_to_batch(kind, initial):
-    """vLLM and SGLang work on up to 256 completions at once; llama.cpp's slots, Ollama or an unknown server may
-    serve one at a time, where a wide start would queue slow completions past the timeout."""
+    """vLLM and SGLang work on up to 256 completions at once (vLLM's default batch), which is where their limit
+    starts and, unless --max-in-flight says otherwise, its ceiling; llama.cpp's slots, Ollama or an unknown server
+    may serve one at a time, where a wide start would queue slow completions past the timeout."""
     with OpenAIStub() as server:
         client = make_client(server.url, server_kind=kind)
         client.complete(MESSAGES)

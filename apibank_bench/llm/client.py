@@ -147,7 +147,7 @@ class ChatClient:
     `retry_base_delay` / `retry_max_delay` shape the backoff (see `RetryPolicy`,
     kept as `.retry` for other callers); `limiter` is the gate that limits
     requests in flight (default: one learning each endpoint's limit under the ceiling
-    `config.max_in_flight` for this client; pass one to several clients to limit them together).
+    `config.ceiling` for this client; pass one to several clients to limit them together).
     `breaker` stops every request once the endpoint has answered nothing for
     `config.down_after` seconds while requests kept failing (`breaker.on_trip` tells the run);
     `sleep` replaces the wait between attempts (tests), which otherwise ends early
@@ -174,7 +174,7 @@ class ChatClient:
         # A batching server (vLLM, SGLang) starts wide; any other (llama.cpp's slots, Ollama, a hosted API
         # whose kind is unknown) at a few, so that a one-at-a-time server's first answers come within the timeout.
         initial = WIDE_INITIAL if config.kind.batches else INITIAL
-        self.limiter = limiter if limiter is not None else Limiter(config.max_in_flight, config.sharing, initial,
+        self.limiter = limiter if limiter is not None else Limiter(config.ceiling, config.sharing, initial,
                                                                    one_slot=config.one_slot)
         self.breaker = breaker if breaker is not None else Breaker(config.down_after)
         self.waiting = 0  #: requests waiting to retry now (the progress line shows them)

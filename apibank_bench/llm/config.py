@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from apibank_bench.core.settings import BY_NAME
+from apibank_bench.llm.limit import default_ceiling
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ class ModelConfig:
     extra_body: dict[str, Any] = field(default_factory=dict)
     timeout: float = BY_NAME["timeout"].default
     max_retries: int = BY_NAME["max_retries"].default
-    max_in_flight: int = BY_NAME["max_in_flight"].default
+    max_in_flight: int | None = None  #: the ceiling of requests in flight; None: `ceiling` by the server kind
     cache_dir: Path | None = None
     constrained: bool | None = None
     server_kind: str = BY_NAME["server_kind"].default
@@ -115,7 +116,7 @@ class ModelConfig:
             self.cache_dir = Path(self.cache_dir).expanduser()
         if self.server_kind != AUTO and self.server_kind not in SERVER_KINDS:
             raise ValueError(f"server_kind must be one of {(AUTO, *SERVER_KINDS)}, got {self.server_kind!r}")
-        if self.max_in_flight < 1:
+        if self.max_in_flight is not None and self.max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
         if self.timeout <= 0:
             raise ValueError("timeout must be > 0 seconds")
@@ -126,6 +127,11 @@ class ModelConfig:
     def kind(self) -> ServerKind:
         """What the server accepts; an unresolved `auto` (a config built by hand) is sent the standard fields only."""
         return SERVER_KINDS.get(self.server_kind, SERVER_KINDS["openai"])
+
+    @property
+    def ceiling(self) -> int:
+        """Requests in flight at most: `max_in_flight`, or the default of the server's kind (wider where it batches)."""
+        return self.max_in_flight or default_ceiling(self.kind.batches)
 
     @property
     def use_grammar(self) -> bool:

@@ -51,7 +51,8 @@ A server known to answer one completion at a time and to keep the previous promp
 embedded model: llama-cpp-python's server) learns nothing: it gets one request at a time, in the order of
 `OneSlotQueue` (llm/one_slot.py), so that a team's nearly equal prompts reuse what the server has evaluated.
 
-`--max-in-flight` stays the ceiling of all endpoints together; the limit starts at `INITIAL`,
+`--max-in-flight` stays the ceiling of all endpoints together (`CEILING`, or `WIDE_CEILING` at servers that
+batch, when not given); the limit starts at `INITIAL`,
 small enough that a server answering one slow completion at a time (60 s each: the eighth
 answers in 480 s) does not time the first ones out, and slow start reaches a wide server's
 parallelism in a few round trips; a server known to batch (vLLM, SGLang) starts at `WIDE_INITIAL`.
@@ -72,7 +73,11 @@ from apibank_bench.llm.breaker import current_instance
 from apibank_bench.llm.one_slot import OneSlotQueue, Place
 
 INITIAL = 8  #: requests in flight at a new endpoint before anything is learned
-WIDE_INITIAL = 128  #: ... at a server known to batch many completions (vLLM, SGLang: up to 256 at once by default)
+CEILING = 128  #: requests in flight at once, all endpoints together, unless `--max-in-flight` says otherwise
+#: ... when every server is known to batch (vLLM, SGLang): vLLM's default batch (`--max-num-seqs` 256), so that
+#: its whole batch is used; beyond it requests wait in the server's queue, not ours
+WIDE_CEILING = 256
+WIDE_INITIAL = WIDE_CEILING  #: the limit's start at a server known to batch: its default batch, at once
 TOLERANCE = 1.5  #: latency up to this many times the no-load latency is not taken for a queue
 ALPHA, BETA = 2.0, 4.0  #: the queue (x log10 of the limit) below which the limit grows, above which it is cut
 RECENT = 9  #: answers whose median is the current latency
@@ -82,6 +87,11 @@ PROBES = 2  #: requests sent alone in a probe (another process sharing the endpo
 PROBE_SPACING = 30  #: ... and at most once every this many no-load latencies (a slow model's minute is short)
 CHANGES_KEPT = 200  #: changes of the limit kept for summary.json (then every other one is dropped)
 MAX_WAIT = 2.0  #: services a request may wait in the server's queue once the limit is learned
+
+
+def default_ceiling(batches: bool) -> int:
+    """The ceiling of requests in flight when `--max-in-flight` is not given: wider at servers that batch."""
+    return WIDE_CEILING if batches else CEILING
 
 
 @dataclass

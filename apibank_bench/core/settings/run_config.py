@@ -118,7 +118,7 @@ class RunConfig:
         "differ (with a warning)", parse_bool, False, flag=True, role=_OP, commands=("run", "compare"))
     concurrency: int | None = setting(
         "instances in flight at once in each process", at_least(1),
-        default_text="remote: 32 (vLLM, SGLang: as many as `--max-in-flight` requests take), embedded model and gold: 1; "
+        default_text="remote: 32 (vLLM, SGLang: as many as `--max-in-flight` requests take, 256 single agents), embedded model and gold: 1; "
                      "`optimize`: 8", role=_OP, commands=_TEAM)
     instance_timeout: float = setting(
         "seconds one instance may take before it becomes an error row (0 = no limit)",
@@ -185,10 +185,11 @@ class RunConfig:
     max_retries: int = setting(
         "retries of a failed request (timeouts, connection errors, 408, 429, 5xx)",
         at_least(0), 5, group="model", role=_OP)
-    max_in_flight: int = setting(
+    max_in_flight: int | None = setting(
         "the ceiling of model requests in flight at once, per process; under it the limit is "
-        "learned per endpoint (from 8: grown while latency stays near its floor, cut when it shows a queue at the "
-        "server or on 429/503/resets)", at_least(1), 128, group="model", role=_OP)
+        "learned per endpoint (from 8, or from the ceiling at vLLM and SGLang: grown while latency stays near its "
+        "floor, cut when it shows a queue at the server or on 429/503/resets)", at_least(1), group="model",
+        role=_OP, default_text="128; 256 when every server batches (vLLM, SGLang: vLLM's default batch)")
     extra_body: dict[str, Any] = setting(
         "JSON object merged into every request", parse_json_object, {}, group="model",
         default_text="-")
