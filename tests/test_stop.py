@@ -192,13 +192,19 @@ def test_a_second_ctrl_c_under_pytest_xdist_still_ends_with_the_table_and_the_su
 def test_an_interrupt_while_a_row_is_written_acts_once_it_is_written():
     from apibank_bench.core.interrupt import deferred
 
+    # Ctrl-C's handler as Python installs it: a test session started in the background (`cmd &`) inherits SIGINT
+    # ignored, and then no handler raises (the test failed so in a run started by nohup).
+    outside = signal.signal(signal.SIGINT, signal.default_int_handler)
     steps = []
-    with pytest.raises(KeyboardInterrupt):
-        with deferred():
-            steps.append("row")
-            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C between the row and its trace
-            time.sleep(0.05)  # the handler would have run by now
-            steps.append("trace")
-        steps.append("after")  # not reached: the interrupt acts as the block ends
-    assert steps == ["row", "trace"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with deferred():
+                steps.append("row")
+                os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C between the row and its trace
+                time.sleep(0.05)  # the handler would have run by now
+                steps.append("trace")
+            steps.append("after")  # not reached: the interrupt acts as the block ends
+        assert steps == ["row", "trace"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    finally:
+        signal.signal(signal.SIGINT, outside)
