@@ -49,7 +49,12 @@ def _until(condition, what: str, process: subprocess.Popen | None = None, second
         if process is not None and process.poll() is not None:
             out = process.stdout.read() if process.stdout else ""
             raise AssertionError(f"the run ended (exit {process.returncode}) before {what}:\n{out[-3000:]}")
-        assert time.monotonic() < deadline, f"no {what} after {seconds:g} s"
+        if time.monotonic() >= deadline:
+            out = ""
+            if process is not None:  # what the run said: where it hangs (CI once waited here with nothing to read)
+                os.killpg(process.pid, signal.SIGKILL)
+                out = process.communicate()[0] or ""
+            raise AssertionError(f"no {what} after {seconds:g} s" + (f"; the run's output:\n{out[-3000:]}" if out else ""))
         time.sleep(0.05)
 
 
