@@ -186,7 +186,8 @@ def test_a_new_folder_records_the_file_and_a_file_at_another_path_resumes_it(tmp
 
 
 def test_the_cache_and_the_summary_know_a_file_by_its_hash(tmp_path):
-    from apibank_bench.agents.models import describe_model, model_config
+    from apibank_bench.agents.models import describe_model
+    from apibank_bench.llm.config import model_config
     from apibank_bench.core import settings
 
     (tmp_path / "x").mkdir()
@@ -210,7 +211,8 @@ def test_the_cache_and_the_summary_know_a_file_by_its_hash(tmp_path):
 
 
 def test_shipped_models_are_summarized_under_their_true_names():
-    from apibank_bench.agents.models import describe_model, model_config
+    from apibank_bench.agents.models import describe_model
+    from apibank_bench.llm.config import model_config
     from apibank_bench.core import settings
 
     gemma = settings.from_environment(model="embedded:gemma")

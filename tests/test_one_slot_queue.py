@@ -10,7 +10,7 @@ import threading
 import time
 from contextlib import contextmanager
 
-from apibank_bench.agents.models import model_config
+from apibank_bench.llm.config import model_config
 from apibank_bench.core import settings
 from apibank_bench.llm.breaker import InstanceStop, instance_scope
 from apibank_bench.llm.client import ChatClient

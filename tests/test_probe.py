@@ -9,9 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from apibank_bench.agents.models import EndpointUnreachable
-from apibank_bench.llm.probe import forget_probes, probe_models
-from apibank_bench.agents.models import endpoint_models
+from apibank_bench.llm.probe import EndpointUnreachable, endpoint_models, forget_probes, probe_models
 
 
 class Models(BaseHTTPRequestHandler):

@@ -10,7 +10,7 @@ import pytest
 
 from apibank_bench.core import settings
 from apibank_bench.runs.naming import results_dir
-from apibank_bench.agents.models import model_config
+from apibank_bench.llm.config import model_config
 from apibank_bench.cli import build_parser
 from apibank_bench.commands.run import pytest_args, run_settings
 from apibank_bench.llm import ModelConfig
@@ -60,7 +60,7 @@ def test_openai_variables_and_secrets():
 
 
 def test_max_consecutive_errors_is_deprecated_and_only_its_0_still_turns_the_breaker_off():
-    from apibank_bench.agents.models import down_after
+    from apibank_bench.llm.config import down_after
 
     with pytest.warns(DeprecationWarning, match="--apibank-max-consecutive-errors is deprecated.*0 still turns"):
         assert down_after(resolve(options={"max_consecutive_errors": "0"})) == 0.0

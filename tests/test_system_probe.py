@@ -1,5 +1,5 @@
 """A server whose chat template drops the system message is found out by a probe, and the run folds the system
-prompt into the first user message as for the embedded model (agents.models.system_folding, llm.probe)."""
+prompt into the first user message as for the embedded model (llm.probe.system_folding)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import sys
 
 import pytest
 
-from apibank_bench.agents.models import system_folding
 from apibank_bench.core import settings
 from apibank_bench.core.paths import PROJECT_ROOT
-from apibank_bench.llm.probe import forget_probes, probe_system
+from apibank_bench.llm.probe import forget_probes, probe_system, system_folding
 from openai_stub import OpenAIStub, Reply
 
 

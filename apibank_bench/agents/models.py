@@ -3,26 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import warnings
 from typing import TYPE_CHECKING, Any, Callable
 
-from apibank_bench.llm import ChatClient, ModelConfig, is_embedded_model
-from apibank_bench.llm.config import server_kind_of
-from apibank_bench.llm.client import NO_KEY
-from apibank_bench.llm.embedded_models import LOCAL_PREFIX, SHIPPED_PREFIX, EmbeddedChoice, check_local, choose
+from apibank_bench.llm import ChatClient, is_embedded_model
+from apibank_bench.llm.config import model_config, no_grammar_field, request_fields, server_kind
+from apibank_bench.llm.embedded_models import LOCAL_PREFIX, SHIPPED_PREFIX, embedded_choice
 from apibank_bench.llm.embedded_launcher import LOCAL_MODEL  # the default embedded model's name
-from apibank_bench.llm.probe import probe_models, probe_system
+from apibank_bench.llm.probe import (EndpointUnreachable, deployment, endpoint_models, served_models,
+                                     system_folding)
 from apibank_bench.core.redact import redact
 from apibank_bench.core.settings import RunConfig, flag
 
 if TYPE_CHECKING:
     from apibank_bench.agents.model_roles import Assignment
     from apibank_bench.agents.team_models import TeamModels
-
-#: What of a `/models` entry identifies the model served (not `created`, which some servers set to
-#: the time of asking, nor vLLM's per-request `permission` IDs).
-MODEL_FIELDS = ("id", "root", "parent", "owned_by", "max_model_len", "meta")
 
 
 def needs_local_server(cfg: RunConfig) -> bool:
@@ -48,27 +43,6 @@ def check_model_and_endpoint(cfg: RunConfig) -> None:
                          f"that serves {cfg.model}; without {flag('base_url')} the embedded model answers, whose "
                          f"name is {LOCAL_MODEL} (give no {flag('model')}, or {flag('model')} {LOCAL_MODEL}; "
                          f"{SHIPPED_PREFIX}KEY or {LOCAL_PREFIX}PATH.gguf for another embedded model)")
-
-
-_CHOICES: dict[tuple, EmbeddedChoice] = {}
-
-
-def embedded_choice(cfg: RunConfig, model: str | None = None) -> EmbeddedChoice:
-    """The embedded model `model` designates (default: the run's `--model`), a researcher's file read and
-    checked once per process (`embedded_models.check_local`: a ValueError is a usage error)."""
-    name = cfg.model if model is None else model
-    choice = choose(name, cfg.chat_format)
-    if choice.shipped is not None:
-        return choice
-    assert choice.path is not None
-    try:
-        stat = choice.path.stat()
-        key: tuple = (str(choice.path), stat.st_size, stat.st_mtime_ns, cfg.chat_format)
-    except OSError:
-        key = (str(choice.path), None, None, cfg.chat_format)
-    if key not in _CHOICES:
-        _CHOICES[key] = check_local(choice, cfg.cache_root / "gguf-sha256.json", n_ctx=cfg.max_tokens + 3072)
-    return _CHOICES[key]
 
 
 def check_embedded(cfg: RunConfig) -> None:
@@ -108,99 +82,6 @@ def embedded_servers(cfg: RunConfig, task_ids: Callable[[], list[str]] = list,
     return OnDemandServer(cfg.cache_root, announce, model=cfg.model or "", chat_format=cfg.chat_format,
                           prompts=prompts, max_tokens=cfg.max_tokens,
                           checked=lambda name: embedded_choice(cfg, name))
-
-
-def embedded_deployment(choice: EmbeddedChoice) -> str:
-    """What the response cache keeps an embedded model's answers under: its file's hash, not its name or path
-    (two files with one name never share answers; one file at two paths does)."""
-    return f"embedded llama.cpp: sha256 {choice.sha256}"
-
-
-def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = None, sharing: int = 1,
-                 fold: bool | None = None) -> ModelConfig:
-    """The model layer's settings for a run.
-
-    Grammar-constrained decoding defaults on for the embedded model and off for remote endpoints: the
-    reference harness sends its vLLM server no grammar, and a hosted API may reject the extra field
-    (`--constrained` sends it to a server kind that takes one: llama.cpp, vLLM). `models` is the
-    endpoint's `/v1/models` answer, which tells its server kind under `--server-kind auto`.
-    `sharing`: the processes of this run sending to the endpoint at once (xdist workers).
-    `fold`: whether system messages go into the first user message (`system_folding`; None: for an embedded
-    model whose chat format drops them, llama-cpp-python's `gemma`).
-    """
-    local = local_url is not None
-    choice = embedded_choice(cfg) if local else None
-    model = choice.name if choice else cfg.model or ""  # a remote endpoint has a name: check_model_and_endpoint
-    return ModelConfig(
-        base_urls=[local_url] if local_url is not None else list(cfg.base_url),
-        model=model, api_key=cfg.api_key or "", temperature=cfg.temperature, top_p=cfg.top_p,
-        max_tokens=cfg.max_tokens, seed=cfg.seed, extra_body=dict(cfg.extra_body), timeout=cfg.timeout,
-        max_retries=cfg.max_retries, max_in_flight=cfg.max_in_flight,
-        cache_dir=cfg.cache_root / "responses" if cfg.cache else None,
-        constrained=local if cfg.constrained is None else cfg.constrained,
-        server_kind=server_kind(cfg, models, local)[0], routing=cfg.routing,
-        repetition_penalty=cfg.repetition_penalty, thinking=cfg.thinking,
-        # llama-cpp-python's gemma chat format drops system messages: fold them into the user turn.
-        fold_system=(choice.fold_system if choice else False) if fold is None else fold,
-        # The embedded server gets a new port each run, but it is always the same file.
-        deployment=cfg.deployment or (embedded_deployment(choice) if choice else ""),
-        down_after=down_after(cfg), sharing=sharing,
-        one_slot=local,  # llama-cpp-python's server: one completion at a time, the previous prompt's cache kept
-    )
-
-
-def system_folding(cfg: RunConfig, models: Any, local: bool = False) -> tuple[bool, str]:
-    """Whether the run folds system messages into the first user message, and why.
-
-    An embedded model's are folded when its chat format drops them (llama-cpp-python's `gemma`; a file's own
-    template, SmolLM2's, keeps them). A server of the llama.cpp kind, or
-    llama-cpp-python's (`owned_by: "me"`), formats chats with templates of its own, some of which drop them
-    silently: each of its endpoints is asked once with and without a system message (`probe.probe_system`),
-    and a template that drops it is folded for. Other servers apply the model's own template; hosted APIs
-    keep system messages."""
-    if local:
-        choice = embedded_choice(cfg)
-        if choice.fold_system:
-            return True, f"the embedded model's chat format ({choice.template}) drops system messages"
-        return False, "kept: the embedded model's chat template " + (
-            f"({choice.template}) keeps them" if choice.template else "(the file's own) is given them")
-    kind = server_kind(cfg, models)[0]
-    data = models.get("data") if isinstance(models, dict) else None
-    owners = {str(item.get("owned_by")) for item in data or () if isinstance(item, dict)}
-    if kind != "llama.cpp" and owners != {"me"}:
-        return False, "not probed: the server applies the model's own chat template"
-    probes = {url: probe_system(url, cfg.model or "", cfg.api_key or NO_KEY, cfg.timeout) for url in cfg.base_url}
-    dropped = [url for url, probe in probes.items() if probe.kept is False]
-    said = "; ".join(f"{redact(url)}: {probe.describe()}" for url, probe in probes.items())
-    if dropped:
-        return True, f"folded: the server's chat template drops system messages ({said})"
-    return False, f"kept: {said}" if any(p.kept for p in probes.values()) else f"not folded, {said}"
-
-
-def no_grammar_field(cfg: RunConfig, models: Any, local: bool = False) -> str:
-    """Why `--constrained` sends no grammar here, and the flag that would."""
-    kind, decided_by = server_kind(cfg, models, local)
-    return (f"{flag('constrained')} sends no grammar to {', '.join(redact(url) for url in cfg.base_url)}: its server "
-            f"kind {kind} ({decided_by}) has no grammar field; add {flag('server_kind')} llama.cpp if it takes "
-            f"llama.cpp's GBNF grammar (llama-cpp-python, llama.cpp's llama-server), or vllm")
-
-
-def down_after(cfg: RunConfig) -> float:
-    """The breaker's window; the deprecated `max_consecutive_errors` only still turns it off (0)."""
-    if cfg.max_consecutive_errors is None:
-        return cfg.down_after
-    warnings.warn(f"{flag('max_consecutive_errors')} is deprecated: the run now stops when the endpoint has answered "
-                  f"nothing for {flag('down_after')} seconds (default 20) while requests fail"
-                  + ("; 0 still turns that off" if cfg.max_consecutive_errors == 0 else "; the count is ignored"),
-                  DeprecationWarning, stacklevel=2)
-    return 0.0 if cfg.max_consecutive_errors == 0 else cfg.down_after
-
-
-def server_kind(cfg: RunConfig, models: Any, local: bool = False) -> tuple[str, str]:
-    """The run's server kind and how it was decided (the embedded model is llama-cpp-python's server)."""
-    if local and cfg.server_kind == "auto":
-        return "llama.cpp", "the embedded llama-cpp-python server"
-    return server_kind_of(cfg.server_kind, models)
 
 
 def model_client(cfg: RunConfig, local_url: Callable[..., str] | None, sharing: int = 1) -> "TeamModels | None":
@@ -276,40 +157,6 @@ def single_client(cfg: RunConfig, local: str | None, breaker=None, sharing: int 
     return client
 
 
-def deployment(served: dict[str, Any]) -> str:
-    """What identifies a remote endpoint to the response cache: each address (without credentials)
-    and what its `/models` says it serves. Two servers sharing a model name never share answers."""
-    return json.dumps({redact(url): models for url, models in served.items()}, sort_keys=True)
-
-
-class EndpointUnreachable(RuntimeError):
-    """No server answers at a configured base URL (a run would only collect connection errors)."""
-
-
-def endpoint_models(base_url: str | None, require: bool = False) -> Any:
-    """The endpoint's answer to GET /models (which model serves, and which server: `owned_by`): the run's
-    one probe (`llm.probe`). An HTTP error or an answer that is not JSON gives `{"error": ...}` (the
-    endpoint is there); with `require`, nothing listening raises EndpointUnreachable (a run would only
-    collect connection errors), else it is an error answer too."""
-    if not base_url:
-        return None
-    probe = probe_models(base_url)
-    if not probe.reachable and require:
-        reason = redact((probe.error or "no answer").split(": ", 1)[-1])
-        raise EndpointUnreachable(f"cannot reach the model endpoint {redact(base_url)}: {reason}")
-    return probe.body if probe.body is not None else {"error": redact(probe.error or "no answer")}
-
-
-def served_models(answer: Any) -> Any:
-    """What a `/models` answer says identifies the models served (`MODEL_FIELDS` of each entry), or
-    that it gave none (an error answer; None: the endpoint did not answer when the run started)."""
-    entries = answer.get("data") if isinstance(answer, dict) else None
-    if not isinstance(entries, list):
-        return {"status": (answer or {}).get("error", "no model list") if isinstance(answer, dict) else "unreachable"}
-    return sorted(json.dumps({key: entry[key] for key in MODEL_FIELDS if key in entry}, sort_keys=True, default=str)
-                  for entry in entries if isinstance(entry, dict))
-
-
 def describe_model(cfg: RunConfig, models: Any = None, clients: "TeamModels | None" = None) -> dict:
     """The model part of a run's summary (no API key): among it the server kind and exactly the
     sampling fields every request carried. `models`: the endpoint's `/v1/models` answer. `clients`: the run's,
@@ -337,12 +184,6 @@ def describe_model(cfg: RunConfig, models: Any = None, clients: "TeamModels | No
         "request_fields": request_fields(model),
         **describe_roles(cfg, clients),
     }
-
-
-def request_fields(model: ModelConfig) -> dict:
-    """The sampling fields every request of a client carries (summary.json's `request_fields`)."""
-    return {"temperature": model.temperature, "top_p": model.top_p, "max_tokens": model.max_tokens,
-            "seed": "per agent (see Protocol)", **model.sampling(), **model.extra_body}
 
 
 def describe_roles(cfg: RunConfig, clients: "TeamModels | None" = None) -> dict:

@@ -88,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
     refusal = spec_of(args.topology).team_size_error(args.team_size, "--team-size")
     if refusal:
         return _fail(refusal)
-    from apibank_bench.agents.models import EndpointUnreachable
+    from apibank_bench.llm.probe import EndpointUnreachable
     from apibank_bench.llm import ModelError
     from apibank_bench.optimize.job import JobError, run
 

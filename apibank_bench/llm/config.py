@@ -1,17 +1,23 @@
 """The model layer's settings: how to reach the model and how to sample from it.
 
-Built from a run's settings (`agents.models.model_config`); nothing here reads the
-environment.
+Built from a run's settings (`model_config`, which also decides the server kind and the embedded model's
+folding and deployment); nothing here reads the environment.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from apibank_bench.core.settings import BY_NAME
+from apibank_bench.core.redact import redact
+from apibank_bench.core.settings import BY_NAME, flag
+from apibank_bench.llm.embedded_models import embedded_choice, embedded_deployment
 from apibank_bench.llm.limit import default_ceiling
+
+if TYPE_CHECKING:
+    from apibank_bench.core.settings import RunConfig
 
 
 @dataclass(frozen=True)
@@ -148,3 +154,68 @@ class ModelConfig:
         if self.kind.template_kwargs:
             fields["chat_template_kwargs"] = {"enable_thinking": self.thinking}
         return fields
+
+
+def model_config(cfg: RunConfig, local_url: str | None = None, models: Any = None, sharing: int = 1,
+                 fold: bool | None = None) -> ModelConfig:
+    """The model layer's settings for a run.
+
+    Grammar-constrained decoding defaults on for the embedded model and off for remote endpoints: the
+    reference harness sends its vLLM server no grammar, and a hosted API may reject the extra field
+    (`--constrained` sends it to a server kind that takes one: llama.cpp, vLLM). `models` is the
+    endpoint's `/v1/models` answer, which tells its server kind under `--server-kind auto`.
+    `sharing`: the processes of this run sending to the endpoint at once (xdist workers).
+    `fold`: whether system messages go into the first user message (`system_folding`; None: for an embedded
+    model whose chat format drops them, llama-cpp-python's `gemma`).
+    """
+    local = local_url is not None
+    choice = embedded_choice(cfg) if local else None
+    model = choice.name if choice else cfg.model or ""  # a remote endpoint has a name: check_model_and_endpoint
+    return ModelConfig(
+        base_urls=[local_url] if local_url is not None else list(cfg.base_url),
+        model=model, api_key=cfg.api_key or "", temperature=cfg.temperature, top_p=cfg.top_p,
+        max_tokens=cfg.max_tokens, seed=cfg.seed, extra_body=dict(cfg.extra_body), timeout=cfg.timeout,
+        max_retries=cfg.max_retries, max_in_flight=cfg.max_in_flight,
+        cache_dir=cfg.cache_root / "responses" if cfg.cache else None,
+        constrained=local if cfg.constrained is None else cfg.constrained,
+        server_kind=server_kind(cfg, models, local)[0], routing=cfg.routing,
+        repetition_penalty=cfg.repetition_penalty, thinking=cfg.thinking,
+        # llama-cpp-python's gemma chat format drops system messages: fold them into the user turn.
+        fold_system=(choice.fold_system if choice else False) if fold is None else fold,
+        # The embedded server gets a new port each run, but it is always the same file.
+        deployment=cfg.deployment or (embedded_deployment(choice) if choice else ""),
+        down_after=down_after(cfg), sharing=sharing,
+        one_slot=local,  # llama-cpp-python's server: one completion at a time, the previous prompt's cache kept
+    )
+
+
+def request_fields(model: ModelConfig) -> dict:
+    """The sampling fields every request of a client carries (summary.json's `request_fields`)."""
+    return {"temperature": model.temperature, "top_p": model.top_p, "max_tokens": model.max_tokens,
+            "seed": "per agent (see Protocol)", **model.sampling(), **model.extra_body}
+
+
+def no_grammar_field(cfg: RunConfig, models: Any, local: bool = False) -> str:
+    """Why `--constrained` sends no grammar here, and the flag that would."""
+    kind, decided_by = server_kind(cfg, models, local)
+    return (f"{flag('constrained')} sends no grammar to {', '.join(redact(url) for url in cfg.base_url)}: its server "
+            f"kind {kind} ({decided_by}) has no grammar field; add {flag('server_kind')} llama.cpp if it takes "
+            f"llama.cpp's GBNF grammar (llama-cpp-python, llama.cpp's llama-server), or vllm")
+
+
+def down_after(cfg: RunConfig) -> float:
+    """The breaker's window; the deprecated `max_consecutive_errors` only still turns it off (0)."""
+    if cfg.max_consecutive_errors is None:
+        return cfg.down_after
+    warnings.warn(f"{flag('max_consecutive_errors')} is deprecated: the run now stops when the endpoint has answered "
+                  f"nothing for {flag('down_after')} seconds (default 20) while requests fail"
+                  + ("; 0 still turns that off" if cfg.max_consecutive_errors == 0 else "; the count is ignored"),
+                  DeprecationWarning, stacklevel=2)
+    return 0.0 if cfg.max_consecutive_errors == 0 else cfg.down_after
+
+
+def server_kind(cfg: RunConfig, models: Any, local: bool = False) -> tuple[str, str]:
+    """The run's server kind and how it was decided (the embedded model is llama-cpp-python's server)."""
+    if local and cfg.server_kind == "auto":
+        return "llama.cpp", "the embedded llama-cpp-python server"
+    return server_kind_of(cfg.server_kind, models)

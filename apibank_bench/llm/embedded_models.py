@@ -21,9 +21,12 @@ import re
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apibank_bench.llm.gguf import NotGGUF, file_sha256, read_metadata
+
+if TYPE_CHECKING:
+    from apibank_bench.core.settings import RunConfig
 
 EMBEDDED = "embedded"  #: `--model embedded` / a role's `embedded`: the default embedded model
 SHIPPED_PREFIX = "embedded:"
@@ -313,3 +316,30 @@ def _assembled_gemma(root: Path) -> Path:
             finally:
                 partial.unlink(missing_ok=True)
     return target
+
+
+_CHOICES: dict[tuple, EmbeddedChoice] = {}
+
+
+def embedded_choice(cfg: RunConfig, model: str | None = None) -> EmbeddedChoice:
+    """The embedded model `model` designates (default: the run's `--model`), a researcher's file read and
+    checked once per process (`check_local`: a ValueError is a usage error)."""
+    name = cfg.model if model is None else model
+    choice = choose(name, cfg.chat_format)
+    if choice.shipped is not None:
+        return choice
+    assert choice.path is not None
+    try:
+        stat = choice.path.stat()
+        key: tuple = (str(choice.path), stat.st_size, stat.st_mtime_ns, cfg.chat_format)
+    except OSError:
+        key = (str(choice.path), None, None, cfg.chat_format)
+    if key not in _CHOICES:
+        _CHOICES[key] = check_local(choice, cfg.cache_root / "gguf-sha256.json", n_ctx=cfg.max_tokens + 3072)
+    return _CHOICES[key]
+
+
+def embedded_deployment(choice: EmbeddedChoice) -> str:
+    """What the response cache keeps an embedded model's answers under: its file's hash, not its name or path
+    (two files with one name never share answers; one file at two paths does)."""
+    return f"embedded llama.cpp: sha256 {choice.sha256}"

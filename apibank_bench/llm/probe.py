@@ -1,5 +1,8 @@
 """One `GET /models` per endpoint per run: whether anything answers there, and what it says it serves; and, where
-a server's own chat formats may drop a system message, whether its template keeps one (`probe_system`).
+a server's own chat formats may drop a system message, whether its template keeps one (`probe_system`). And
+what a run's client takes from those answers: an endpoint that does not answer (`EndpointUnreachable`), the
+models it serves as the response cache's deployment (`served_models`, `deployment`), whether the run folds
+system messages (`system_folding`).
 
 Asked once (the first time any part of the run wants it) and remembered for the rest of the run:
 the start of a run checks that the endpoint is reachable, its summary records the endpoint's own
@@ -13,7 +16,15 @@ import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from apibank_bench.core.redact import redact
+from apibank_bench.llm.client import NO_KEY
+from apibank_bench.llm.config import server_kind
+from apibank_bench.llm.embedded_models import embedded_choice
+
+if TYPE_CHECKING:
+    from apibank_bench.core.settings import RunConfig
 
 TIMEOUT = 10.0  #: seconds to wait for the answer
 
@@ -124,3 +135,70 @@ def probe_system(base_url: str, model: str, api_key: str, timeout: float) -> Sys
         probe = SystemProbe(None, None, f"{type(exc).__name__}: {exc}"[:300])
     with _LOCK:
         return _SYSTEM_PROBES.setdefault((base_url, model), probe)
+
+
+#: What of a `/models` entry identifies the model served (not `created`, which some servers set to
+#: the time of asking, nor vLLM's per-request `permission` IDs).
+MODEL_FIELDS = ("id", "root", "parent", "owned_by", "max_model_len", "meta")
+
+
+class EndpointUnreachable(RuntimeError):
+    """No server answers at a configured base URL (a run would only collect connection errors)."""
+
+
+def endpoint_models(base_url: str | None, require: bool = False) -> Any:
+    """The endpoint's answer to GET /models (which model serves, and which server: `owned_by`): the run's
+    one probe (`probe_models`). An HTTP error or an answer that is not JSON gives `{"error": ...}` (the
+    endpoint is there); with `require`, nothing listening raises EndpointUnreachable (a run would only
+    collect connection errors), else it is an error answer too."""
+    if not base_url:
+        return None
+    probe = probe_models(base_url)
+    if not probe.reachable and require:
+        reason = redact((probe.error or "no answer").split(": ", 1)[-1])
+        raise EndpointUnreachable(f"cannot reach the model endpoint {redact(base_url)}: {reason}")
+    return probe.body if probe.body is not None else {"error": redact(probe.error or "no answer")}
+
+
+def served_models(answer: Any) -> Any:
+    """What a `/models` answer says identifies the models served (`MODEL_FIELDS` of each entry), or
+    that it gave none (an error answer; None: the endpoint did not answer when the run started)."""
+    entries = answer.get("data") if isinstance(answer, dict) else None
+    if not isinstance(entries, list):
+        return {"status": (answer or {}).get("error", "no model list") if isinstance(answer, dict) else "unreachable"}
+    return sorted(json.dumps({key: entry[key] for key in MODEL_FIELDS if key in entry}, sort_keys=True, default=str)
+                  for entry in entries if isinstance(entry, dict))
+
+
+def deployment(served: dict[str, Any]) -> str:
+    """What identifies a remote endpoint to the response cache: each address (without credentials)
+    and what its `/models` says it serves. Two servers sharing a model name never share answers."""
+    return json.dumps({redact(url): models for url, models in served.items()}, sort_keys=True)
+
+
+def system_folding(cfg: RunConfig, models: Any, local: bool = False) -> tuple[bool, str]:
+    """Whether the run folds system messages into the first user message, and why.
+
+    An embedded model's are folded when its chat format drops them (llama-cpp-python's `gemma`; a file's own
+    template, SmolLM2's, keeps them). A server of the llama.cpp kind, or
+    llama-cpp-python's (`owned_by: "me"`), formats chats with templates of its own, some of which drop them
+    silently: each of its endpoints is asked once with and without a system message (`probe_system`),
+    and a template that drops it is folded for. Other servers apply the model's own template; hosted APIs
+    keep system messages."""
+    if local:
+        choice = embedded_choice(cfg)
+        if choice.fold_system:
+            return True, f"the embedded model's chat format ({choice.template}) drops system messages"
+        return False, "kept: the embedded model's chat template " + (
+            f"({choice.template}) keeps them" if choice.template else "(the file's own) is given them")
+    kind = server_kind(cfg, models)[0]
+    data = models.get("data") if isinstance(models, dict) else None
+    owners = {str(item.get("owned_by")) for item in data or () if isinstance(item, dict)}
+    if kind != "llama.cpp" and owners != {"me"}:
+        return False, "not probed: the server applies the model's own chat template"
+    probes = {url: probe_system(url, cfg.model or "", cfg.api_key or NO_KEY, cfg.timeout) for url in cfg.base_url}
+    dropped = [url for url, probe in probes.items() if probe.kept is False]
+    said = "; ".join(f"{redact(url)}: {probe.describe()}" for url, probe in probes.items())
+    if dropped:
+        return True, f"folded: the server's chat template drops system messages ({said})"
+    return False, f"kept: {said}" if any(p.kept for p in probes.values()) else f"not folded, {said}"

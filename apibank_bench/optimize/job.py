@@ -21,7 +21,8 @@ from types import ModuleType
 from typing import Any
 
 from apibank_bench.agents.model_roles import check_assignments
-from apibank_bench.agents.models import describe_model, endpoint_models, model_client, needs_local_server
+from apibank_bench.agents.models import describe_model, model_client, needs_local_server
+from apibank_bench.llm.probe import endpoint_models
 from apibank_bench.data.manifests import manifest_ids, splits
 from apibank_bench.runs.provenance import provenance
 from apibank_bench.runs.benchmark_run import BenchmarkRun

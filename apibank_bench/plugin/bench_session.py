@@ -140,7 +140,8 @@ class BenchSession(XdistParts):
         """A bad embedded model file is a usage error, and an endpoint that nobody answers stops the run before
         it starts (exit 3), each with one line that says what to do (that an endpoint has a model name, and a
         model name an endpoint, the settings checked: agents.models.check_model_and_endpoint)."""
-        from apibank_bench.agents.models import EndpointUnreachable, check_embedded, endpoint_models
+        from apibank_bench.agents.models import check_embedded
+        from apibank_bench.llm.probe import EndpointUnreachable, endpoint_models
 
         cfg = self.run.cfg
         try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from apibank_bench.core.lasting import freeze_lasting
-from apibank_bench.agents.models import EndpointUnreachable
+from apibank_bench.llm.probe import EndpointUnreachable
 from apibank_bench.runs.epochs import split_case
 from apibank_bench.runs.instances import RunStopped
 from apibank_bench.core.exit_codes import ExitCode

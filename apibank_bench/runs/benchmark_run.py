@@ -229,7 +229,7 @@ class BenchmarkRun:
 
     def cut_fix(self) -> tuple[str, str]:
         """Which fix applies to answers that stop at max_tokens (runs.cut_answers), for `--model` at its endpoint."""
-        from apibank_bench.agents.models import endpoint_models
+        from apibank_bench.llm.probe import endpoint_models
         from apibank_bench.runs.cut_answers import cut_fix
 
         models = endpoint_models(self.cfg.base_url[0]) if self.cfg.base_url else None

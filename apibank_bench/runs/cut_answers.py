@@ -39,12 +39,12 @@ def cut_fix(cfg: Any, models: Any, cut_texts: Iterable[str]) -> tuple[str, str]:
 
     `cfg`: the run's settings (its `--model` at `--base-url`, or the embedded model); `models`: that endpoint's
     `/v1/models` answer (its server kind under `--server-kind auto`); `cut_texts`: some of the cut answers."""
-    from apibank_bench.agents.models import server_kind
+    from apibank_bench.llm.config import server_kind
 
     local = not cfg.base_url
     kind, decided_by = server_kind(cfg, models, local)
     takes_grammar = SERVER_KINDS[kind].grammar
-    asked = local if cfg.constrained is None else bool(cfg.constrained)  # as agents.models.model_config
+    asked = local if cfg.constrained is None else bool(cfg.constrained)  # as llm.config.model_config
     sent_grammar = takes_grammar and asked
     if not sent_grammar and takes_grammar:
         add = f"drop {flag('no_constrained')}" if cfg.constrained is False else f"add {flag('constrained')}"

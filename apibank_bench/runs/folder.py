@@ -113,7 +113,7 @@ def model_file(cfg) -> str | None:
 
     if cfg.is_gold or cfg.base_url or not is_embedded_model(cfg.model):
         return None
-    from apibank_bench.agents.models import embedded_choice
+    from apibank_bench.llm.embedded_models import embedded_choice
 
     return embedded_choice(cfg).sha256
 

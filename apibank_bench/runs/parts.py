@@ -59,7 +59,7 @@ class RunParts:
         if self._owner is not None:
             return self._owner.url(model)
         if self._handed:
-            from apibank_bench.agents.models import embedded_choice
+            from apibank_bench.llm.embedded_models import embedded_choice
 
             return self._handed[embedded_choice(self.cfg, model).sha256]
         if self._servers is None:
@@ -81,7 +81,7 @@ class RunParts:
         """Every embedded model the run asks (its own, its roles'), started: their URLs by file hash (what the
         xdist controller hands its workers)."""
         from apibank_bench.agents.model_roles import assignments, is_embedded_role
-        from apibank_bench.agents.models import embedded_choice
+        from apibank_bench.llm.embedded_models import embedded_choice
 
         cfg = self.cfg
         wanted = ([cfg.model or ""] if not cfg.base_url else []) + [
@@ -99,7 +99,7 @@ class RunParts:
     def models(self) -> "TeamModels | None":
         """The run's chat clients, one per model and endpoint (None for the gold self-check); the embedded model
         starts if the run asks it. An unknown `--model-role` role is a ValueError, a dead endpoint
-        agents.models.EndpointUnreachable."""
+        llm.probe.EndpointUnreachable."""
         if self._owner is not None:
             return self._owner.models()
         if self._models is _UNBUILT:

@@ -62,7 +62,8 @@ def provenance(cfg, selected_ids: list[str] | None = None, started_at: str | Non
                base_url: str | None = None, clients: Any = None) -> dict:
     """`summary.json`'s record of a run. `base_url`: where the model answered (asked for /models); `clients`: the
     run's, if this process built them (their settings are described: agents.models.describe_model)."""
-    from apibank_bench.agents.models import describe_model, endpoint_models
+    from apibank_bench.agents.models import describe_model
+    from apibank_bench.llm.probe import endpoint_models
     from apibank_bench.agents.prompts import role_prompt
     from apibank_bench.agents.topologies import as_run, roles
 
