@@ -228,3 +228,23 @@ def test_the_ticket_records_its_outcome():
     ticket = Ticket("u", 0.0, 1)
     ticket.answered(2.0, 5)
     assert (ticket.latency, ticket.tokens, ticket.congested) == (2.0, 5, False)
+
+
+def test_a_process_alone_probes_a_whole_period_after_its_first_answers_not_at_the_next_boundary():
+    """A run's first answers measure the no-load latency. A process alone waited for the next half-minute of the
+    wall clock, which may come a moment later: two quick answers that read as a queue (ending slow start), the
+    boundary, and the run drained for a probe behind a request still in flight while the rest of its first
+    requests were unsent (tests/test_stop.py's run waited 120 s for them in CI). It probes a period later."""
+    clock, wall = Clock(), Clock()
+    wall.now = 29.0  # a second before the wall clock's half-minute
+    limit = EndpointLimit(128, 1, clock=clock, wall=wall)
+    assert all(limit.has_room() for _ in range(3))
+    first, second, slow = (limit.sent() for _ in range(3))
+    for ticket, latency in ((first, 0.01), (second, 0.05)):
+        clock.now, wall.now = clock.now + latency, wall.now + latency
+        limit.answered(ticket, latency, 7)
+    assert not limit.slow_start  # the second answer read as a queue
+    clock.now, wall.now = clock.now + 2.0, wall.now + 2.0  # past the boundary, the slow request still out
+    assert limit.has_room() and not limit.probing
+    clock.now, wall.now = clock.now + 30.0, wall.now + 30.0
+    assert not limit.has_room() and limit.probing  # a period on: it drains for its probe

@@ -35,8 +35,8 @@ Vegas, as Netflix's `concurrency-limits` (VegasLimit) does for RPC servers:
   token when the server reports them (a stand-in's or a constrained answer's length is fixed);
 - the no-load latency can rise again (the server got slower, a second tenant arrived): once a
   queue has been seen (before, it holds nothing down and a probe would only cost), once a
-  half-minute (at the same wall-clock times in every process, and at most once every 30 no-load
-  latencies), the endpoint drains and `PROBES` requests go alone, one after the other; the
+  half-minute (alone: 30 s after the last measurement; sharing: at the same wall-clock times in every
+  process; at most once every 30 no-load latencies), the endpoint drains and `PROBES` requests go alone, one after the other; the
   best of them is the new no-load latency (Envoy's adaptive concurrency does the same).
   Processes sharing an endpoint drain together, so one's probe does not time the other's queue.
 
@@ -81,7 +81,7 @@ WIDE_INITIAL = WIDE_CEILING  #: the limit's start at a server known to batch: it
 TOLERANCE = 1.5  #: latency up to this many times the no-load latency is not taken for a queue
 ALPHA, BETA = 2.0, 4.0  #: the queue (x log10 of the limit) below which the limit grows, above which it is cut
 RECENT = 9  #: answers whose median is the current latency
-PROBE_PERIOD_S = 30.0  #: how often the no-load latency is measured again (wall-clock aligned)
+PROBE_PERIOD_S = 30.0  #: how often the no-load latency is measured again (wall-clock aligned when shared)
 FIRST_SHARED_PROBE_S = 5.0  #: ... the first time, when processes share the endpoint
 PROBES = 2  #: requests sent alone in a probe (another process sharing the endpoint may still be draining)
 PROBE_SPACING = 30  #: ... and at most once every this many no-load latencies (a slow model's minute is short)
@@ -139,8 +139,9 @@ class EndpointLimit:
         #: the limit before the last cut, so they time that limit, not this one (set once those have ended).
         self._cut_clear = -math.inf
         self._before_cut: set[int] = set()  #: requests still out that were sent before the last cut
-        #: when the no-load latency was last measured: never, so the first probe comes at the first period's
-        #: end (the first answers may have queued behind another process's, as they started together)
+        #: when the no-load latency was last measured: never; a process alone counts its first answer, one sharing
+        #: the endpoint probes at the first period's end (its first answers may have queued behind another
+        #: process's, as they started together)
         self._probed_at = -math.inf
         self._probed_wall = wall()
         started = round(self.limit)
@@ -184,14 +185,19 @@ class EndpointLimit:
         if self.slow_start and not first_shared:
             return  # no queue seen yet: the limit is not held down by the no-load latency, nothing to correct
         period = FIRST_SHARED_PROBE_S if first_shared else PROBE_PERIOD_S
-        new_period = int(wall // period) != int(self._probed_wall // period)
-        if new_period and now - self._probed_at >= PROBE_SPACING * self.no_load_s:
+        if self.sharing > 1:  # at the same wall-clock times in every process, so that they drain together
+            due = int(wall // period) != int(self._probed_wall // period)
+        else:  # alone: a whole period after the last measurement (the first answers are one), not at a boundary
+            due = now - self._probed_at >= period  # that may fall a moment after them, while requests are unsent
+        if due and now - self._probed_at >= PROBE_SPACING * self.no_load_s:
             self.probing, self._probes_left, self._probe_best = True, PROBES, (math.inf, 0.0)
 
     def answered(self, ticket: Ticket, latency: float, tokens: int) -> None:
         """A success: `latency` seconds from sending to the whole answer, `tokens` completion tokens (0: unknown)."""
         self._ended(ticket)
         cost = latency / tokens if tokens > 0 else latency
+        if self.no_load is None and self.sharing == 1:
+            self._probed_at, self._probed_wall = self._clock(), self._wall()  # measured: the first answer
         if self.no_load is None or cost < self.no_load:
             self.no_load, self.no_load_s = cost, latency
         if ticket.probe:
