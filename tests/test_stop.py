@@ -25,11 +25,15 @@ from apibank_bench.runs.results import read_jsonl
 from openai_stub import OpenAIStub, Reply
 
 SLOW = 600.0  #: seconds a slow answer takes: far longer than any test may wait
+#: seconds a fast answer takes. Answered at once, their latencies of milliseconds differed by the machine's jitter,
+#: which the in-flight limit read as a queue (10 ms, then 40 ms: cut from 8 to 3 on a simulated clock), so the run
+#: kept fewer slow requests in flight than the tests wait for (CI waited 120 s for the fourth)
+FAST_S = 1.0
 MESSAGES = [{"role": "user", "content": "What day is it?"}]
 
 
 def _fast_for(fast_ids: list[str], ids: list[str]):
-    """A stub's replies: the instances `fast_ids` are answered at once, every other one after SLOW s (rows are
+    """A stub's replies: the instances `fast_ids` are answered after FAST_S, every other one after SLOW s (rows are
     written in the tests' order, so the fast ones must be the first)."""
     histories = {format_history(get_task(task_id)): task_id for task_id in ids}
 
@@ -37,7 +41,7 @@ def _fast_for(fast_ids: list[str], ids: list[str]):
         prompt = body["messages"][-1]["content"]
         # The longest history the prompt holds: an earlier turn's history prefixes a later one's.
         task_id = max(((h, t) for h, t in histories.items() if h and h in prompt), key=lambda ht: len(ht[0]))[1]
-        return Reply() if task_id in fast_ids else Reply(delay=SLOW)
+        return Reply(delay=FAST_S) if task_id in fast_ids else Reply(delay=SLOW)
 
     return reply
 
@@ -52,9 +56,13 @@ def _until(condition, what: str, process: subprocess.Popen | None = None, second
         if time.monotonic() >= deadline:
             out = ""
             if process is not None:  # what the run said: where it hangs (CI once waited here with nothing to read)
-                os.killpg(process.pid, signal.SIGKILL)
-                out = process.communicate()[0] or ""
-            raise AssertionError(f"no {what} after {seconds:g} s" + (f"; the run's output:\n{out[-3000:]}" if out else ""))
+                process.send_signal(signal.SIGABRT)  # the run's faulthandler (_run) prints every thread's stack
+                try:
+                    out = process.communicate(timeout=10)[0] or ""
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    out = process.communicate()[0] or ""
+            raise AssertionError(f"no {what} after {seconds:g} s" + (f"; the run's output:\n{out[-30000:]}" if out else ""))
         time.sleep(0.05)
 
 
@@ -130,7 +138,8 @@ def _run(out_dir: Path, stub: OpenAIStub, *args: str) -> subprocess.Popen:
     # Its own process group, as a shell gives a job, with Ctrl-C's default action restored (a child of a
     # background job inherits it ignored).
     return subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                            env={**os.environ, "PYTHONFAULTHANDLER": "1"})  # a hang's stacks on SIGABRT (_until)
 
 
 @pytest.mark.parametrize("how, workers", [("ctrl-c", 0), ("sigterm", 0), ("ctrl-c", 2), ("sigterm", 2),
