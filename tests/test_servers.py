@@ -36,7 +36,10 @@ def test_a_server_serving_two_at_a_time_answers_every_request_and_its_queue_stay
     # a round trip before latency shows the queue, and two workers' slow starts can overlap (seen: 17).
     assert max(seen) <= (24 if workers else 16), seen
     learned = sorted(seen[len(seen) // 2:])
-    assert learned[len(learned) // 2] <= 5, seen  # once learned, a short queue at the server
+    # Once learned, a short queue at the server. Two workers: the later one's first no-load latency waited behind
+    # the other's queue and is measured again at the first 5 s boundary of the wall clock (llm/limit.py), which in
+    # this 5 s run may come late: until then it grows while the other shrinks (medians 2 to 8 seen in reruns).
+    assert learned[len(learned) // 2] <= (10 if workers else 5), seen
     (endpoint,) = summary["endpoints"].values()
     limits = endpoint["in_flight_limit"]
     assert len(limits) == (2 if workers else 1)  # one record per process
