@@ -33,8 +33,8 @@ template and tokens, in the order the server got them), plus every generated tok
 spend even if every request reused all it shares with the previous one, set against the single agent's floor
 and time. Beside it, what the server itself evaluated (its log: llama-cpp-python's `prefix-match hit` and
 llama.cpp's prompt evaluation count and times per request). `--keep DIR` keeps each run's results folder
-(DIR/<n>-<model>[-<topology>]) for `apibank-bench compare`. `--concurrency N`: instances in flight (the embedded model's default is 1, and then
-no other instance's request comes between an instance's).
+(DIR/<n>-<model>[-<topology>]) for `apibank-bench compare`. `--concurrency N`: instances in flight (the
+embedded model's default is 1, and then no other instance's request comes between an instance's).
 """
 
 from __future__ import annotations
@@ -313,7 +313,8 @@ def compare_to_single(reports: list[dict]) -> None:
     for report in reports:
         floor = report["reuse_floor_s"]
         report["vs_single"] = report["per_instance_s"] / single["per_instance_s"] if single else None
-        report["reuse_vs_single"] = floor / single["reuse_floor_s"] if single and floor and single["reuse_floor_s"] else None
+        single_floor = single["reuse_floor_s"] if single else None
+        report["reuse_vs_single"] = floor / single_floor if floor and single_floor else None
         report["reuse_vs_single_time"] = floor / single["per_instance_s"] if single and floor else None
 
 

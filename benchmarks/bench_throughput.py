@@ -72,7 +72,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from apibank_bench.core.settings import resolve
-    from apibank_bench.llm.limit import default_ceiling
+    from apibank_bench.llm.limit import request_ceiling
     from apibank_bench.runs.instances import instances_in_flight
     from apibank_bench.runs.setting_rules import hand_down
 
@@ -80,7 +80,7 @@ def main() -> int:
 
     settings = resolve(lambda s: {"base_url": "http://x/v1", "model": "stub"}.get(s.name))
     in_flight = args.concurrency or instances_in_flight(settings, batches=True)  # the stand-in says it is vLLM
-    ceiling = settings.max_in_flight or default_ceiling(batches=True)
+    ceiling = request_ceiling(settings.max_in_flight, batches=True)
     instances = args.limit or 100
     rounds: list[list[tuple]] = []
     loads = []

@@ -62,7 +62,8 @@ def _until(condition, what: str, process: subprocess.Popen | None = None, second
                 except subprocess.TimeoutExpired:
                     os.killpg(process.pid, signal.SIGKILL)
                     out = process.communicate()[0] or ""
-            raise AssertionError(f"no {what} after {seconds:g} s" + (f"; the run's output:\n{out[-30000:]}" if out else ""))
+            said = f"; the run's output:\n{out[-30000:]}" if out else ""
+            raise AssertionError(f"no {what} after {seconds:g} s{said}")
         time.sleep(0.05)
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from apibank_bench.core.redact import redact
 from apibank_bench.core.settings import BY_NAME, flag
 from apibank_bench.llm.embedded_models import embedded_choice, embedded_deployment
-from apibank_bench.llm.limit import default_ceiling
+from apibank_bench.llm.limit import request_ceiling
 
 if TYPE_CHECKING:
     from apibank_bench.core.settings import RunConfig
@@ -137,7 +137,7 @@ class ModelConfig:
     @property
     def ceiling(self) -> int:
         """Requests in flight at most: `max_in_flight`, or the default of the server's kind (wider where it batches)."""
-        return self.max_in_flight or default_ceiling(self.kind.batches)
+        return request_ceiling(self.max_in_flight, self.kind.batches)
 
     @property
     def use_grammar(self) -> bool:

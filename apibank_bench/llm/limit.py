@@ -36,8 +36,8 @@ Vegas, as Netflix's `concurrency-limits` (VegasLimit) does for RPC servers:
 - the no-load latency can rise again (the server got slower, a second tenant arrived): once a
   queue has been seen (before, it holds nothing down and a probe would only cost), once a
   half-minute (alone: 30 s after the last measurement; sharing: at the same wall-clock times in every
-  process; at most once every 30 no-load latencies), the endpoint drains and `PROBES` requests go alone, one after the other; the
-  best of them is the new no-load latency (Envoy's adaptive concurrency does the same).
+  process; at most once every 30 no-load latencies), the endpoint drains and `PROBES` requests go
+  alone, one after the other; the best of them is the new no-load latency (Envoy's adaptive concurrency does the same).
   Processes sharing an endpoint drain together, so one's probe does not time the other's queue.
 
 Processes that share an endpoint (xdist workers) each see the whole queue in their latency,
@@ -89,9 +89,9 @@ CHANGES_KEPT = 200  #: changes of the limit kept for summary.json (then every ot
 MAX_WAIT = 2.0  #: services a request may wait in the server's queue once the limit is learned
 
 
-def default_ceiling(batches: bool) -> int:
-    """The ceiling of requests in flight when `--max-in-flight` is not given: wider at servers that batch."""
-    return WIDE_CEILING if batches else CEILING
+def request_ceiling(given: int | None, batches: bool) -> int:
+    """The ceiling of requests in flight: `--max-in-flight` as `given`, else wider where every server batches."""
+    return given or (WIDE_CEILING if batches else CEILING)
 
 
 @dataclass
@@ -197,7 +197,7 @@ class EndpointLimit:
         self._ended(ticket)
         cost = latency / tokens if tokens > 0 else latency
         if self.no_load is None and self.sharing == 1:
-            self._probed_at, self._probed_wall = self._clock(), self._wall()  # measured: the first answer
+            self._probed_at = self._clock()  # measured: the first answer (alone, the wall clock plays no part)
         if self.no_load is None or cost < self.no_load:
             self.no_load, self.no_load_s = cost, latency
         if ticket.probe:

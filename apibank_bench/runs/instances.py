@@ -18,7 +18,7 @@ from typing import Callable, Iterable
 from apibank_bench.agents import Solution, Solver
 from apibank_bench.agents.chat_agent import solving_epoch
 from apibank_bench.llm.breaker import InstanceStop, instance_scope
-from apibank_bench.llm.limit import default_ceiling
+from apibank_bench.llm.limit import request_ceiling
 from apibank_bench.core.redact import redact
 from apibank_bench.core.settings import RunConfig, flag
 from apibank_bench.runs.epochs import split_case
@@ -44,8 +44,8 @@ def instances_in_flight(cfg: RunConfig, batches: bool = False) -> int:
     """`concurrency`, else for a remote endpoint 32, or, when every server the run sends to is known to
     batch (`batches`: vLLM, SGLang, whose in-flight limit starts at the ceiling, llm/limit.py), enough
     instances for their agents' requests to fill the ceiling (`max_in_flight`, default 256 there: 256 single
-    agents, 64 teams of 4): 32 single agents kept a wide server a quarter full. 1 for the embedded model (2 CPU cores serve one
-    completion at a time) and the gold self-check (CPU-bound)."""
+    agents, 64 teams of 4): 32 single agents kept a wide server a quarter full. 1 for the embedded model (2 CPU
+    cores serve one completion at a time) and the gold self-check (CPU-bound)."""
     if cfg.concurrency:
         return cfg.concurrency
     if not cfg.base_url or cfg.is_gold:
@@ -55,7 +55,7 @@ def instances_in_flight(cfg: RunConfig, batches: bool = False) -> int:
     from apibank_bench.agents.topologies import as_run
 
     spec, as_ran = as_run(cfg)
-    return max(REMOTE_IN_FLIGHT, (cfg.max_in_flight or default_ceiling(batches)) // spec.agents(as_ran))
+    return max(REMOTE_IN_FLIGHT, request_ceiling(cfg.max_in_flight, batches) // spec.agents(as_ran))
 
 
 @dataclass

@@ -118,8 +118,8 @@ class RunConfig:
         "differ (with a warning)", parse_bool, False, flag=True, role=_OP, commands=("run", "compare"))
     concurrency: int | None = setting(
         "instances in flight at once in each process", at_least(1),
-        default_text="remote: 32 (vLLM, SGLang: as many as `--max-in-flight` requests take, 256 single agents), embedded model and gold: 1; "
-                     "`optimize`: 8", role=_OP, commands=_TEAM)
+        default_text="remote: 32 (vLLM, SGLang: as many as `--max-in-flight` requests take, 256 single agents), "
+                     "embedded model and gold: 1; `optimize`: 8", role=_OP, commands=_TEAM)
     instance_timeout: float = setting(
         "seconds one instance may take before it becomes an error row (0 = no limit)",
         at_least(0, float), 600.0, role=_OP)
