@@ -35,20 +35,20 @@ def test_the_table_lists_every_top_level_package_and_module_once():
 
 
 def imported_modules(tree: ast.AST):
+    """(line, dotted name) of every import, at module level or inside a function; `from A import B` gives A (its
+    `__init__` runs) and A.B (B may be a module)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             yield from ((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             assert node.level == 0, "relative imports hide which layer they reach"
-            if node.module == "apibank_bench":
-                yield from ((node.lineno, f"apibank_bench.{alias.name}") for alias in node.names)
-            else:
-                yield node.lineno, node.module
+            yield node.lineno, node.module
+            yield from ((node.lineno, f"{node.module}.{alias.name}") for alias in node.names)
 
 
 def test_no_module_imports_from_a_higher_layer():
     layers = layer_of()
-    upward = []
+    upward: dict[str, None] = {}  # one line per import statement (it names A and A.B)
     for path in PACKAGE.rglob("*.py"):
         parts = path.relative_to(PACKAGE).with_suffix("").parts
         if parts == ("__init__",):
@@ -57,8 +57,8 @@ def test_no_module_imports_from_a_higher_layer():
         for lineno, module in imported_modules(ast.parse(path.read_text(encoding="utf-8"))):
             top = module.split(".")
             if top[0] == "apibank_bench" and len(top) > 1 and layers[top[1]] > mine:
-                upward.append(f"{path.relative_to(PROJECT_ROOT)}:{lineno} imports {module}")
-    assert upward == []
+                upward[f"{path.relative_to(PROJECT_ROOT)}:{lineno} imports apibank_bench.{top[1]}"] = None
+    assert list(upward) == []
 
 
 def package_modules(package=PACKAGE) -> dict:
@@ -71,9 +71,8 @@ def package_modules(package=PACKAGE) -> dict:
 
 
 def import_graph(package=PACKAGE) -> dict[str, set[str]]:
-    """Module -> the package's modules it imports: every import counts, at module level or inside a function
-    (a lazy import is an edge all the same). `from A import B` imports A (its `__init__` runs) and B where B is
-    a module; a name that is not a module counts as the nearest module above it."""
+    """Module -> the package's modules it imports (`imported_modules`: a lazy import is an edge all the same);
+    a name that is not a module counts as the nearest module above it."""
     modules = package_modules(package)
 
     def nearest(name: str) -> str | None:
@@ -83,19 +82,8 @@ def import_graph(package=PACKAGE) -> dict[str, set[str]]:
 
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
-        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    up = here.split(".")[:len(here.split(".")) - node.level + 1]
-                    base = ".".join([*up, *([base] if base else [])])
-                targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
-            else:
-                continue
-            graph[name] |= {found for target in targets if (found := nearest(target)) not in (None, name)}
+        targets = (target for _, target in imported_modules(ast.parse(path.read_text(encoding="utf-8"))))
+        graph[name] |= {found for target in targets if (found := nearest(target)) not in (None, name)}
     return graph
 
 
