@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
+import struct
 import sys
 import time
 from contextlib import contextmanager
@@ -186,3 +188,37 @@ class Page(HTMLParser):
         if self._in_h2:
             self.headings.append(data)
             self._in_h2 = False
+
+
+def _string(text: str) -> bytes:
+    data = text.encode()
+    return struct.pack("<Q", len(data)) + data
+
+
+def write_gguf(path: Path, metadata: dict, tokens: int = 5) -> Path:
+    """A GGUF header (version 3, no tensors) with string and uint32 values and a token array."""
+    items = []
+    for key, value in metadata.items():
+        if isinstance(value, str):
+            items.append(_string(key) + struct.pack("<I", 8) + _string(value))
+        else:
+            items.append(_string(key) + struct.pack("<I", 4) + struct.pack("<I", value))
+    array = _string("tokenizer.ggml.tokens") + struct.pack("<I", 9) + struct.pack("<IQ", 8, tokens) + b"".join(
+        _string(f"tok{i}") for i in range(tokens))
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, len(items) + 1) + b"".join(items) + array)
+    return path
+
+
+def layer_table() -> list[tuple[str, list[str]]]:
+    text = (PROJECT_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("<!-- layers: start -->", 1)[1].split("<!-- layers: end -->", 1)[0]
+    rows = [line for line in block.strip().splitlines()[2:] if line.startswith("|")]
+    table = []
+    for row in rows:
+        layer, places = [cell.strip() for cell in row.strip("|").split("|")][:2]
+        table.append((layer, [name.rstrip("/").removesuffix(".py") for name in re.findall(r"`([^`]+)`", places)]))
+    return table
+
+
+def layer_of() -> dict[str, int]:
+    return {name: index for index, (_, names) in enumerate(layer_table()) for name in names}

@@ -4,33 +4,14 @@
 from __future__ import annotations
 
 import hashlib
-import struct
 from pathlib import Path
 
 import pytest
+from helpers import write_gguf
 
 from apibank_bench.llm import is_embedded_model
 from apibank_bench.llm import embedded_models as em
 from apibank_bench.llm.gguf import NotGGUF, file_sha256, read_metadata
-
-
-def _string(text: str) -> bytes:
-    data = text.encode()
-    return struct.pack("<Q", len(data)) + data
-
-
-def write_gguf(path: Path, metadata: dict, tokens: int = 5) -> Path:
-    """A GGUF header (version 3, no tensors) with string and uint32 values and a token array."""
-    items = []
-    for key, value in metadata.items():
-        if isinstance(value, str):
-            items.append(_string(key) + struct.pack("<I", 8) + _string(value))
-        else:
-            items.append(_string(key) + struct.pack("<I", 4) + struct.pack("<I", value))
-    array = _string("tokenizer.ggml.tokens") + struct.pack("<I", 9) + struct.pack("<IQ", 8, tokens) + b"".join(
-        _string(f"tok{i}") for i in range(tokens))
-    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, len(items) + 1) + b"".join(items) + array)
-    return path
 
 
 @pytest.mark.parametrize("name", ["", None, "embedded", "embedded:gemma", "embedded:smollm2", "embedded:nope",
@@ -256,12 +237,12 @@ def test_a_shipped_model_not_installed_names_its_install_line(monkeypatch):
         em.shipped_file(em.SHIPPED["smollm2"], Path("."))
 
 
-def test_a_roles_bad_file_is_refused_in_the_words_of_its_flag(tmp_path):
-    from apibank_bench.agents.models import check_embedded
+def test_a_roles_bad_file_is_refused_in_the_words_of_its_flag_as_the_settings_resolve(tmp_path):
+    """Every path to a run resolves its settings; the models they name are checked there, once
+    (agents.models.check_models, handed down by runs.setting_rules)."""
     from apibank_bench.core import settings
 
-    cfg = settings.from_environment(model_role=[f"final=local:{tmp_path / 'none.gguf'}"], cache_dir=str(tmp_path))
     with pytest.raises(ValueError, match=r"-model-role final=local:.*none\.gguf: no such file$"):
-        check_embedded(cfg)
+        settings.from_environment(model_role=[f"final=local:{tmp_path / 'none.gguf'}"], cache_dir=str(tmp_path))
     with pytest.raises(ValueError, match="no such embedded model"):
-        check_embedded(settings.from_environment(model="embedded:nope"))
+        settings.from_environment(model="embedded:nope")

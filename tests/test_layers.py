@@ -7,23 +7,9 @@ import graphlib
 import re
 
 from apibank_bench.core.paths import PROJECT_ROOT
+from helpers import layer_of, layer_table
 
 PACKAGE = PROJECT_ROOT / "apibank_bench"
-
-
-def layer_table() -> list[tuple[str, list[str]]]:
-    text = (PROJECT_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    block = text.split("<!-- layers: start -->", 1)[1].split("<!-- layers: end -->", 1)[0]
-    rows = [line for line in block.strip().splitlines()[2:] if line.startswith("|")]
-    table = []
-    for row in rows:
-        layer, places = [cell.strip() for cell in row.strip("|").split("|")][:2]
-        table.append((layer, [name.rstrip("/").removesuffix(".py") for name in re.findall(r"`([^`]+)`", places)]))
-    return table
-
-
-def layer_of() -> dict[str, int]:
-    return {name: index for index, (_, names) in enumerate(layer_table()) for name in names}
 
 
 def test_the_table_lists_every_top_level_package_and_module_once():

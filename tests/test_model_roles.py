@@ -138,6 +138,41 @@ def test_an_unknown_role_is_a_usage_error_naming_the_roles(tmp_path, capsys):
     assert not (tmp_path / "results.jsonl").exists()
 
 
+COUNTED_RUN = """
+import collections, sys
+import apibank_bench.agents.models as models
+from apibank_bench.cli import main
+
+counts = collections.Counter()
+
+def counted(name, function):
+    def call(*args, **kwargs):
+        counts[name] += 1
+        return function(*args, **kwargs)
+    return call
+
+models.check_models = counted("check", models.check_models)
+models.model_config = counted("config", models.model_config)
+code = main(sys.argv[1:])
+print("counted", code, counts["check"], counts["config"])
+"""
+
+
+def test_a_run_checks_the_models_it_names_once_and_configures_each_client_once(tmp_path):
+    """From `--model` to the request body (benchmarks/model_route.py shows the whole route): `run` meets the
+    check of the models it names once, as its settings resolve, and builds one ModelConfig per client (here
+    two: --model's, and the final role's other model)."""
+    with OpenAIStub(default=wrong) as a:
+        done = subprocess.run([sys.executable, "-c", COUNTED_RUN, "run", "--model", "A", "--base-url", a.url,
+                               "--model-role", "final=B", "--only", IDS[0], "--no-cache", "--out-dir",
+                               str(tmp_path / "out"), "--toolsearcher-scorer", "keyword"],
+                              capture_output=True, text=True, timeout=300)
+        asked = [body["model"] for body in a.chat_requests]
+    counted = next(line for line in done.stdout.splitlines() if line.startswith("counted")).split()
+    assert counted == ["counted", "0", "1", "2"], done.stdout[-3000:] + done.stderr[-3000:]
+    assert asked == ["B"]  # the final role's model answered
+
+
 def test_a_changed_role_model_refuses_the_resume_by_name(tmp_path):
     with OpenAIStub(default=wrong) as a, OpenAIStub(default=wrong) as b:
         first = run_two(tmp_path, a, "--apibank-model-role", f"solver=B@{b.url}")
@@ -199,20 +234,23 @@ def test_an_assignment_keeps_a_model_name_with_an_at_sign():
     ("decentralized", "debater#4", False), ("centralized", "final#0", False),
 ])
 def test_roles_are_the_topologys(topology, role, ok):
-    cfg = from_environment({}, topology=topology, team_size=4, model="A", base_url=["http://h/v1"],
-                           model_role=[f"{role}=B"])
+    """A role the topology does not have is refused as the settings resolve (check_models), whatever path
+    resolves them: `run`, pytest, a sweep's cell, `optimize`."""
+    def resolved():
+        return from_environment({}, topology=topology, team_size=4, model="A", base_url=["http://h/v1"],
+                                model_role=[f"{role}=B"])
+
     if ok:
-        check_assignments(cfg)
+        check_assignments(resolved())
     else:
         with pytest.raises(ValueError, match="its roles"):
-            check_assignments(cfg)
+            resolved()
 
 
 def test_replicas_have_the_final_role_only():
-    cfg = from_environment({}, topology="centralized", team_size=4, team_protocol="replicas", model="A",
-                           base_url=["http://h/v1"], model_role=["caller_worker=B"])
     with pytest.raises(ValueError, match="its roles: manager,"):
-        check_assignments(cfg)
+        from_environment({}, topology="centralized", team_size=4, team_protocol="replicas", model="A",
+                         base_url=["http://h/v1"], model_role=["caller_worker=B"])
 
 
 needs_model = pytest.mark.skipif(

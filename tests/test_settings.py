@@ -12,6 +12,7 @@ from apibank_bench.core import settings
 from apibank_bench.runs.naming import results_dir
 from apibank_bench.llm.config import model_config
 from apibank_bench.cli import build_parser
+from helpers import write_gguf
 from apibank_bench.commands.run import pytest_args, run_settings
 from apibank_bench.llm import ModelConfig
 
@@ -133,12 +134,13 @@ def test_a_model_name_without_an_endpoint_is_refused_naming_the_flag_and_the_emb
     assert resolve(options={"model": model, "base_url": "http://a/v1"}).model == model  # with its endpoint: fine
 
 
-@pytest.mark.parametrize("model", [None, "gold", "embedded", "embedded:gemma", "local:/models/mine.gguf"])
-def test_the_embedded_models_own_names_need_no_endpoint(model):
+@pytest.mark.parametrize("model", [None, "gold", "embedded", "embedded:gemma", "local:{gguf}"])
+def test_the_embedded_models_own_names_need_no_endpoint(model, tmp_path):
     from apibank_bench.llm.embedded_launcher import LOCAL_MODEL
 
-    for name in (model, LOCAL_MODEL):
-        assert resolve(options={"model": name}).base_url == []
+    gguf = write_gguf(tmp_path / "mine.gguf", {"general.name": "Mine", "tokenizer.chat_template": "{{ x }}"})
+    for name in (model and model.format(gguf=gguf), LOCAL_MODEL):
+        assert resolve(options={"model": name, "cache_dir": str(tmp_path)}).base_url == []
 
 
 @pytest.mark.parametrize("kind, grammar", [("vllm", True), ("vllm-structured", True), ("llama.cpp", True),

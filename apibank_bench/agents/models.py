@@ -28,11 +28,21 @@ def needs_local_server(cfg: RunConfig) -> bool:
     return not cfg.is_gold and (not cfg.base_url or any(is_embedded_role(a) for a in assignments(cfg)))
 
 
+def check_models(cfg: RunConfig) -> None:
+    """The settings' one check of the models a run names, handed down to every resolved RunConfig
+    (runs.setting_rules), so each path to a run (`run`, pytest, a sweep's cell, `optimize`) meets it once, before
+    anything runs: a ValueError of one line (a usage error) naming the flag to change."""
+    check_model_and_endpoint(cfg)
+    from apibank_bench.agents.model_roles import check_assignments
+
+    check_assignments(cfg)  # a --model-role for a role the topology does not have
+    check_embedded(cfg)  # a local:PATH that is missing, not a GGUF, without a chat template, too big
+
+
 def check_model_and_endpoint(cfg: RunConfig) -> None:
-    """The settings' one check that a run names the model that answers (a ValueError: a usage error naming the
-    flag to give). An endpoint needs a model name; a model name without an endpoint must designate an
-    embedded model (`llm.is_embedded_model`), else the embedded model's answers would be recorded under a
-    name the user meant for another model. Handed down to every resolved RunConfig (runs.setting_rules)."""
+    """That a run names the model that answers (part of `check_models`). An endpoint needs a model name; a model
+    name without an endpoint must designate an embedded model (`llm.is_embedded_model`), else the embedded
+    model's answers would be recorded under a name the user meant for another model."""
     if cfg.is_gold:
         return
     if cfg.base_url and not cfg.model:
@@ -87,19 +97,19 @@ def embedded_servers(cfg: RunConfig, task_ids: Callable[[], list[str]] = list,
 def model_client(cfg: RunConfig, local_url: Callable[..., str] | None, sharing: int = 1) -> "TeamModels | None":
     """The run's shared clients, None for the gold self-check; starts the embedded model if needed.
 
-    One client for `--model` and one per other model and endpoint a role is given (`--model-role`); they
-    share the default client's circuit breaker. An unknown role is a ValueError (a usage error).
+    One client for `--model` and one per other model and endpoint a role is given (`--model-role`, checked as the
+    settings resolved: check_models); they share the default client's circuit breaker.
     `sharing`: the processes of the run that send to the endpoints at once (xdist workers)."""
-    from apibank_bench.agents.model_roles import assignments, check_assignments, is_embedded_role, topology_roles
+    from apibank_bench.agents.model_roles import assignments, is_embedded_role, topology_roles
     from apibank_bench.agents.team_models import TeamModels
 
     if cfg.is_gold:
         return None
-    check_assignments(cfg)
+    roles = assignments(cfg)  # checked where the settings resolved (check_models)
     default = single_client(cfg, _embedded(local_url, cfg.model) if not cfg.base_url else None, sharing=sharing)
     clients = {(default.config.model, tuple(default.config.base_urls)): default}
     by_role = {}
-    for given in assignments(cfg):
+    for given in roles:
         local = _embedded(local_url, given.model) if is_embedded_role(given) else None
         role_cfg = role_settings(cfg, given)
         key = (embedded_choice(role_cfg).name if local else role_cfg.model or "",

@@ -39,10 +39,8 @@ def register(sub) -> None:
 def run_settings(args) -> settings.RunConfig:
     """The run's settings, resolved once: flags, else environment, else defaults (no --limit: 2 instances,
     unless `--only` names the instances: a named selection runs every one it names)."""
-    cfg = settings.run_config_of(args, limit=settings.run_limit(args.limit))
-    if cfg.only and args.limit is None:
-        cfg = settings.run_config_of(args, limit=None)
-    return cfg
+    named = args.limit is None and settings.value_of(args, "only")  # (a resumed folder's `--only` comes with its limit)
+    return settings.run_config_of(args, limit=None if named else settings.run_limit(args.limit))
 
 
 def pytest_args(args) -> list[str]:
@@ -68,16 +66,12 @@ def pytest_args(args) -> list[str]:
 
 
 def check_before_start(cfg) -> None:
-    """What `run` can refuse before pytest starts, in the words of `run`'s flags."""
-    from apibank_bench.agents.models import check_embedded
-    from apibank_bench.agents.model_roles import check_assignments
+    """What `run` can refuse before pytest starts, in the words of `run`'s flags (beyond the settings' own
+    checks, which the models named meet as they resolve: agents.models.check_models)."""
     from apibank_bench.runs.cost import price_table
     from apibank_bench.data.manifests import select
 
     select(cfg.level, None, cfg.offset, cfg.only or None)  # an unknown --only ID: where the valid ones are
-    if not cfg.is_gold:
-        check_assignments(cfg)  # a --model-role for a role the topology does not have
-        check_embedded(cfg)  # a local:PATH that is missing, not a GGUF, without a chat template, too big
     price_table(cfg.price, cfg.price_file)  # a price file without its date, or unreadable
 
 

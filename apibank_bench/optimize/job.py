@@ -20,7 +20,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from apibank_bench.agents.model_roles import check_assignments
 from apibank_bench.agents.models import describe_model, model_client, needs_local_server
 from apibank_bench.llm.probe import endpoint_models
 from apibank_bench.data.manifests import manifest_ids, splits
@@ -58,9 +57,10 @@ def _versions() -> dict:
 def run(args: argparse.Namespace, module: ModuleType, cell: grid.Cell) -> int:
     hyper = methods.hyperparameters(args, args.method, module)
     budget = args.budget if args.budget is not None else methods.default_budget(module)
-    try:  # a --model without --base-url (it must name the model that answers) is refused as settings resolve
-        cfg = run_config_of(args, model=cell.model)  # every run setting `optimize` takes; the cell's model name
-        check_assignments(cfg)  # a --model-role for a role the topology does not have
+    try:  # every run setting `optimize` takes, the cell's model name; its models checked as they resolve (a --model
+        # without --base-url that names no embedded model, a --model-role for a role the topology does not have, a
+        # local:PATH that is missing: agents.models.check_models)
+        cfg = run_config_of(args, model=cell.model)
     except ValueError as exc:
         raise JobError(str(exc)) from None
     out = Path(args.out)

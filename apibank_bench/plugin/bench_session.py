@@ -137,17 +137,19 @@ class BenchSession(XdistParts):
                      f"named by {flag('only')} (without {flag('limit')} every named instance runs)", yellow=True)
 
     def check_endpoint(self) -> None:
-        """A bad embedded model file is a usage error, and an endpoint that nobody answers stops the run before
-        it starts (exit 3), each with one line that says what to do (that an endpoint has a model name, and a
-        model name an endpoint, the settings checked: agents.models.check_model_and_endpoint)."""
-        from apibank_bench.agents.models import check_embedded
+        """The default embedded model not installed is a usage error, and an endpoint that nobody answers stops
+        the run before it starts (exit 3), each with one line that says what to do (every model the settings
+        name was checked as they resolved: agents.models.check_models)."""
         from apibank_bench.llm.probe import EndpointUnreachable, endpoint_models
 
         cfg = self.run.cfg
-        try:
-            check_embedded(cfg)  # a local:PATH that is missing, not a GGUF, without a chat template, too big
-        except ValueError as exc:
-            raise pytest.UsageError(f"apibank: {exc}") from None
+        if cfg.default_model:
+            from apibank_bench.agents.models import check_embedded
+
+            try:
+                check_embedded(cfg)  # its package, and llama-cpp-python
+            except ValueError as exc:
+                raise pytest.UsageError(f"apibank: {exc}") from None
         if cfg.is_gold or not cfg.base_url:
             return
         dead = []

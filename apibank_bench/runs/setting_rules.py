@@ -1,8 +1,9 @@
 """What core's settings table leaves to the layers that own the names: the choices of `--topology`,
 `--agent-kind` and `--toolsearcher-scorer` (read from their registries when first needed, so a new
 topology module is all it takes to add a choice), the topologies' team-size rule, the agent kinds'
-`--history` rule, and the rule that a run names the model that answers
-(`agents.models.check_model_and_endpoint`).
+`--history` rule, and the check of the models a run names (`agents.models.check_models`: an endpoint has a
+model name and a model name an endpoint, every `--model-role` a role of the topology, every embedded model's
+file usable), each run once, where the settings resolve.
 
 Each composition root calls `hand_down()` once, explicitly (the CLI's `main`, the plugin's configure, a
 sweep cell's job, the test suite's conftest, a script), so every run's settings are resolved with them;
@@ -42,28 +43,21 @@ def _toolsearcher_scorers() -> list[str]:
     return SCORERS.names()
 
 
-def _team_size(cfg: RunConfig) -> None:
-    from apibank_bench.agents.topologies import check_team_size
+def _checks(cfg: RunConfig) -> None:
+    """The topologies' team-size and `--history` rules, and the models the run names (not the default embedded
+    model's install, which the run checks as it starts: commands that run no model resolve settings too, and
+    import no model layer)."""
+    from apibank_bench.agents.topologies import check_history, check_team_size
 
     check_team_size(cfg)
-
-
-def _history(cfg: RunConfig) -> None:
-    from apibank_bench.agents.topologies import check_history
-
     check_history(cfg)
+    if not cfg.default_model:
+        from apibank_bench.agents.models import check_models
 
-
-def _model_and_endpoint(cfg: RunConfig) -> None:
-    if cfg.model or cfg.base_url:  # the embedded default needs no check (and no import of the model layer)
-        from apibank_bench.agents.models import check_model_and_endpoint
-
-        check_model_and_endpoint(cfg)
+        check_models(cfg)
 
 
 def _resumed(cfg: RunConfig, given) -> RunConfig:
-    if not (cfg.resume and cfg.out_dir):
-        return cfg
     from apibank_bench.runs.folder import resumed_settings
 
     return resumed_settings(cfg, given)
@@ -74,9 +68,7 @@ def hand_down() -> None:
     hand_down_choices("topology", _topologies)
     hand_down_choices("agent_kind", _agent_kinds)
     hand_down_choices("toolsearcher_scorer", _toolsearcher_scorers)
-    hand_down_rule(_team_size)
-    hand_down_rule(_history)
-    hand_down_rule(_model_and_endpoint)
+    hand_down_rule(_checks)
     hand_down_completion(_resumed)
 
 

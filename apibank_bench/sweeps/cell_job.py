@@ -72,13 +72,8 @@ def plan(cell: Cell, own_endpoint: bool = False) -> None:
             values = effective(cell.given)
             if own_endpoint and not values.get("base_url"):
                 values["base_url"] = [OWN_ENDPOINT]
-            cell.cfg = settings.resolve(lambda s: values.get(s.name))
-            if not cell.cfg.is_gold:
-                from apibank_bench.agents.model_roles import check_assignments
-                from apibank_bench.agents.models import check_embedded
-
-                check_assignments(cell.cfg)  # a role the cell's topology does not have
-                check_embedded(cell.cfg)  # a local:PATH that is missing, not a GGUF, ...
+            cell.cfg = settings.resolve(lambda s: values.get(s.name))  # its models checked: a role the cell's
+            # topology does not have, a local:PATH that is missing (agents.models.check_models)
         except ValueError as exc:
             raise SweepError(f"cell {cell.label}: {exc}") from None  # the CLI's voice: `--team-size`
     summary = cell_summary(cell.path)

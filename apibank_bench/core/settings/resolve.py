@@ -17,13 +17,13 @@ from apibank_bench.core.settings.voice import flag
 
 #: Checks of a whole RunConfig that the layer owning what they name hands down (each raises ValueError).
 _RULES: list[Callable[[RunConfig], None]] = []
-#: What completes a resolved RunConfig from elsewhere, given the names of the settings the user set (the runs
-#: layer's: `--resume --out-dir DIR` takes the folder's recorded settings for those not given).
+#: What completes a resumed run's RunConfig (`--resume --out-dir DIR`) from elsewhere, given the names of the
+#: settings the user set (the runs layer's: the folder's recorded settings for those not given).
 _COMPLETIONS: list[Callable[[RunConfig, AbstractSet[str]], RunConfig]] = []
 
 
 def hand_down_completion(complete: Callable[[RunConfig, AbstractSet[str]], RunConfig]) -> None:
-    """`complete(cfg, given)` runs on every RunConfig `resolve` makes, before the rules."""
+    """`complete(cfg, given)` runs on every resumed run's RunConfig `resolve` makes, before the rules."""
     if complete not in _COMPLETIONS:
         _COMPLETIONS.append(complete)
 
@@ -100,7 +100,7 @@ def resolve(option_value: Callable[[Setting], Any] = lambda s: None,
     """A run's settings (pytest options: `option_value` answers for `--apibank-NAME`). `given`: the names of the
     settings the user set (default: those the options, the ini file or the environment give)."""
     cfg = RunConfig(**_resolve(RUN_SETTINGS, option_value, lambda s: flag(s.name), ini_value, environ))
-    if _COMPLETIONS:
+    if _COMPLETIONS and cfg.resume and cfg.out_dir:
         names = given if given is not None else given_names(option_value, ini_value, environ)
         for complete in _COMPLETIONS:
             cfg = complete(cfg, names)

@@ -234,6 +234,12 @@ class RunConfig:
         return self.model == "gold"
 
     @property
+    def default_model(self) -> bool:
+        """No model, endpoint or role given: the default embedded model answers, and the settings' check of the
+        models a run names (handed down: agents.models.check_models) has nothing to check but its install."""
+        return not (self.model or self.base_url or self.model_role)
+
+    @property
     def cache_root(self) -> Path:
         return Path(self.cache_dir).expanduser()
 
