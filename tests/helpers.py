@@ -222,3 +222,36 @@ def layer_table() -> list[tuple[str, list[str]]]:
 
 def layer_of() -> dict[str, int]:
     return {name: index for index, (_, names) in enumerate(layer_table()) for name in names}
+
+
+_COUNTED_RUN = """
+import collections, importlib, json, sys
+from apibank_bench.cli import main
+
+counts = collections.Counter()
+
+def counted(name, function):
+    def call(*args, **kwargs):
+        counts[name] += 1
+        return function(*args, **kwargs)
+    return call
+
+for name, (module, attribute) in json.loads(sys.argv[1]).items():
+    owner = importlib.import_module(module)
+    *path, last = attribute.split(".")
+    for step in path:
+        owner = getattr(owner, step)
+    setattr(owner, last, counted(name, getattr(owner, last)))
+code = main(sys.argv[2:])
+print("counted", json.dumps({"code": code, **counts}))
+"""
+
+
+def counted_run(argv: list[str], targets: dict[str, tuple[str, str]]) -> dict:
+    """`apibank-bench ARGV` in a fresh process, each target (its module, and a function or `Class.method` of it)
+    counted as it is called: the exit code and the counts (the same names as `targets`)."""
+    done = subprocess.run([sys.executable, "-c", _COUNTED_RUN, json.dumps(targets), *argv], capture_output=True,
+                          text=True, timeout=300)
+    line = next((line for line in done.stdout.splitlines() if line.startswith("counted ")), None)
+    assert line is not None, done.stdout[-3000:] + done.stderr[-3000:]
+    return {name: 0 for name in targets} | json.loads(line.removeprefix("counted "))

@@ -14,6 +14,8 @@ from apibank_bench.core.settings import RunConfig
 from apibank_bench.llm.config import ModelConfig
 from apibank_bench.runs.instances import REMOTE_IN_FLIGHT, InstancePool, RunStopped, instances_in_flight
 from apibank_bench.scoring import Score
+from helpers import counted_run
+from openai_stub import OpenAIStub, correct
 
 IDS = manifests.manifest_ids("all")[:8]
 
@@ -213,18 +215,29 @@ def test_the_default_ceiling_is_a_batching_servers_default_batch():
 
 
 def test_run_starts_loading_the_embedding_model_of_its_selection_before_pytest_starts(loaded):
-    """`run` warms what scoring a model's answers may load (commands.run.warm_scoring) while LangGraph is imported:
-    the catalogs of its selection's ToolSearcher tasks; nothing for gold, for xdist workers (they score in their own
-    processes) or for a selection without such tasks."""
+    """`run` warms what scoring a model's answers may load (commands.run.warm_scoring, through the run's parts)
+    while LangGraph is imported: the catalogs of its selection's ToolSearcher tasks; nothing for gold, for xdist
+    workers (they score in their own processes) or for a selection without such tasks."""
     from apibank_bench.commands.run import warm_scoring
 
     assert warm_scoring(RunConfig(model="gold", level="all", limit=None), workers=False) is None
     assert warm_scoring(RunConfig(model="stub", level="all", limit=None), workers=True) is None
-    warming = warm_scoring(RunConfig(model="stub", level="all", limit=None), workers=False)
-    warming.stop()  # waits for the load under way
+    warmed = warm_scoring(RunConfig(model="stub", level="all", limit=None), workers=False)
+    assert warmed.scorer() is warmed.scorer()  # the run's one scorer, which the session is handed
+    warmed.close()  # waits for the load under way
     assert loaded == [("official", "2"), ("official", "3")]
     loaded.clear()
     searches = [i for i in manifests.manifest_ids("all") if get_task(i).gold.api_name == "ToolSearcher"]
     others = [i for i in manifests.manifest_ids("all") if i not in searches]
-    warm_scoring(RunConfig(model="stub", level="all", limit=None, only=others[:5]), workers=False).stop()
+    warm_scoring(RunConfig(model="stub", level="all", limit=None, only=others[:5]), workers=False).close()
     assert loaded == []
+
+
+def test_run_scores_with_the_scorer_it_warmed(tmp_path):
+    """The warm-up's scorer is the run's: `run` builds its parts' scorer once, warms it, and hands it to the pytest
+    session (plugin.options.GivenSettings), which scores with it."""
+    with OpenAIStub(default=lambda body: correct()) as stub:
+        counts = counted_run(["run", "--model", "A", "--base-url", stub.url, "--limit", "2", "--no-cache",
+                              "--out-dir", str(tmp_path / "out")],
+                             {"scorers": ("apibank_bench.scoring.scorer", "Scorer.__init__")})
+    assert counts == {"code": 0, "scorers": 1}

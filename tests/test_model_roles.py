@@ -21,7 +21,7 @@ from apibank_bench.llm.embedded_launcher import LOCAL_MODEL
 from apibank_bench.runs.results import read_jsonl
 
 from openai_stub import OpenAIStub, Reply
-from helpers import bench, EVAL_IDS, task_of
+from helpers import bench, counted_run, EVAL_IDS, task_of
 
 IDS = EVAL_IDS[:3]
 
@@ -138,38 +138,17 @@ def test_an_unknown_role_is_a_usage_error_naming_the_roles(tmp_path, capsys):
     assert not (tmp_path / "results.jsonl").exists()
 
 
-COUNTED_RUN = """
-import collections, sys
-import apibank_bench.agents.models as models
-from apibank_bench.cli import main
-
-counts = collections.Counter()
-
-def counted(name, function):
-    def call(*args, **kwargs):
-        counts[name] += 1
-        return function(*args, **kwargs)
-    return call
-
-models.check_models = counted("check", models.check_models)
-models.model_config = counted("config", models.model_config)
-code = main(sys.argv[1:])
-print("counted", code, counts["check"], counts["config"])
-"""
-
-
 def test_a_run_checks_the_models_it_names_once_and_configures_each_client_once(tmp_path):
     """From `--model` to the request body (benchmarks/model_route.py shows the whole route): `run` meets the
     check of the models it names once, as its settings resolve, and builds one ModelConfig per client (here
     two: --model's, and the final role's other model)."""
     with OpenAIStub(default=wrong) as a:
-        done = subprocess.run([sys.executable, "-c", COUNTED_RUN, "run", "--model", "A", "--base-url", a.url,
-                               "--model-role", "final=B", "--only", IDS[0], "--no-cache", "--out-dir",
-                               str(tmp_path / "out"), "--toolsearcher-scorer", "keyword"],
-                              capture_output=True, text=True, timeout=300)
+        counts = counted_run(["run", "--model", "A", "--base-url", a.url, "--model-role", "final=B", "--only", IDS[0],
+                              "--no-cache", "--out-dir", str(tmp_path / "out"), "--toolsearcher-scorer", "keyword"],
+                             {"check": ("apibank_bench.agents.models", "check_models"),
+                              "config": ("apibank_bench.agents.models", "model_config")})
         asked = [body["model"] for body in a.chat_requests]
-    counted = next(line for line in done.stdout.splitlines() if line.startswith("counted")).split()
-    assert counted == ["counted", "0", "1", "2"], done.stdout[-3000:] + done.stderr[-3000:]
+    assert counts == {"code": 0, "check": 1, "config": 2}
     assert asked == ["B"]  # the final role's model answered
 
 

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from apibank_bench.core import settings
 from apibank_bench.core.exit_codes import (PYTEST_FAILED, PYTEST_INTERRUPTED, PYTEST_NO_TESTS, PYTEST_OK,
                                           PYTEST_USAGE_ERROR, ExitCode, described)
 from apibank_bench.bench import BENCH_MODULE
+
+if TYPE_CHECKING:
+    from apibank_bench.runs.parts import RunParts
 
 #: Plugins whose output says nothing about a benchmark run (pytest users keep them); langsmith's (pulled in
 #: by langgraph) costs about 10 s a start.
@@ -88,47 +92,40 @@ def run_benchmark(args) -> int:
 
     from apibank_bench.agents import import_solver_modules
 
-    warming = warm_scoring(cfg, workers=bool(settings.value_of(args, "workers")))
+    warmed = warm_scoring(cfg, workers=bool(settings.value_of(args, "workers")))
     import_solver_modules(cfg)  # before pytest: see why there
 
     from apibank_bench.plugin.command_output import RunOutput
     from apibank_bench.plugin.options import GivenSettings
 
     outcome = RunOutput()
-    given = GivenSettings(cfg, frozenset(settings.given_names(lambda s: getattr(args, s.name, None))))
+    given = GivenSettings(cfg, frozenset(settings.given_names(lambda s: getattr(args, s.name, None))),
+                          scorer=warmed.scorer() if warmed is not None else None)
     try:
         code = pytest.main(pytest_args(args), plugins=[outcome, given])
     finally:
-        if warming is not None:
-            warming.stop()
+        if warmed is not None:
+            warmed.close()
     return exit_code(code, outcome)
 
 
-def warm_scoring(cfg: settings.RunConfig, workers: bool):
-    """For a model's run scored in this process: start loading, in the background, what scoring its
-    selection may need (the embedding model and the catalogs a ToolSearcher scorer searches), while
-    LangGraph is imported. The run's own preload (plugin.fixtures) then finds it loaded: started there,
-    after pytest's start, a 100-instance run's first results waited for it and were written after its
-    last answer (benchmarks/bench_throughput.py). None: nothing to warm (gold; xdist workers score
-    in their own processes)."""
+def warm_scoring(cfg: settings.RunConfig, workers: bool) -> "RunParts | None":
+    """For a model's run scored in this process: the run's parts (runs.parts.RunParts), their scorer loading, in the
+    background, what scoring the selection may need (the embedding model and the catalogs a ToolSearcher scorer
+    searches) while LangGraph is imported; the session scores with that scorer (plugin.options.GivenSettings) and
+    finds it loaded: started there, after pytest's start, a 100-instance run's first results waited for it and
+    were written after its last answer (benchmarks/bench_throughput.py). None: nothing to warm (gold; xdist
+    workers score in their own processes)."""
     if cfg.is_gold or workers:
         return None
     from apibank_bench.apis.search.model import use_cache_root
-    from apibank_bench.core.paths import require_root
     from apibank_bench.data.manifests import select
-    from apibank_bench.data.tasks import get_task
-    from apibank_bench.scoring.api_scorers import slow_loads
-    from apibank_bench.scoring.scorer import Preload, Scorer
+    from apibank_bench.runs.parts import RunParts
 
     use_cache_root(cfg.cache_root)  # (the session sets the same)
-
-    def load() -> None:
-        scorer = Scorer(require_root(cfg.root), cfg.toolsearcher_scorer)
-        ids = select(cfg.level, cfg.limit, cfg.offset, cfg.only or None)
-        for each in slow_loads([get_task(task_id, root=scorer.root) for task_id in ids], scorer):
-            each()
-
-    return Preload([load]).start()
+    parts = RunParts(cfg, instance_ids=lambda: select(cfg.level, cfg.limit, cfg.offset, cfg.only or None))
+    parts.warm_scoring()
+    return parts
 
 
 def exit_code(code: int, outcome) -> ExitCode:

@@ -17,7 +17,8 @@ from xdist import is_xdist_worker
 from apibank_bench.core import settings
 from apibank_bench.core.exit_codes import ExitCode
 from apibank_bench.plugin.keys import RESULT, RUN, USER_PROPERTY
-from apibank_bench.plugin.options import bench_requested, case_of, given_names, narrowing, resolve_settings
+from apibank_bench.plugin.options import (bench_requested, case_of, given_names, narrowing, resolve_settings,
+                                          warmed_scorer)
 from apibank_bench.plugin.progress import Progress
 from apibank_bench.plugin.options import URL_KEY
 from apibank_bench.plugin.xdist_share import STOP_GRACE_S, XdistParts
@@ -42,8 +43,10 @@ class BenchSession(XdistParts):
         workerinput = getattr(config, "workerinput", {})
         # The run's parts: the embedded model started here once (announced past pytest's capture), or, on an xdist
         # worker, the controller's; each worker keeps its part of the endpoint's queue (llm/limit.py).
+        # `run` hands the scorer it warmed.
         parts = RunParts(cfg, instance_ids=lambda: self.run.instance_ids(), announce=self.announce_start,
-                         handed_urls=workerinput.get(URL_KEY), sharing=int(workerinput.get("workercount", 1)))
+                         handed_urls=workerinput.get(URL_KEY), sharing=int(workerinput.get("workercount", 1)),
+                         scorer=warmed_scorer(config))
         self.run = BenchmarkRun(cfg, narrowing(config, last_failed), parts)
         use_cache_root(cfg.cache_root)  # the ToolSearcher model lives under this run's cache folder
         self.progress = Progress(config, self.run, quiet=self.quiet())

@@ -9,6 +9,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import Any
 
 import pytest
 from xdist import is_xdist_worker
@@ -34,6 +35,7 @@ class GivenSettings:
 
     cfg: settings.RunConfig
     given: AbstractSet[str] = field(default_factory=frozenset)  #: the settings the user set (the rest are defaults)
+    scorer: Any = None  #: the scorer `run` warmed (scoring.scorer.Scorer, its loads under way): the run scores with it
 
 
 def resolve_settings(config: pytest.Config) -> settings.RunConfig:
@@ -57,6 +59,12 @@ def resolve_settings(config: pytest.Config) -> settings.RunConfig:
 def handed(config: pytest.Config) -> GivenSettings | None:
     """The plugin object through which `apibank-bench run` handed pytest its resolved settings, or None."""
     return next((plugin for plugin in config.pluginmanager.get_plugins() if isinstance(plugin, GivenSettings)), None)
+
+
+def warmed_scorer(config: pytest.Config) -> Any:
+    """The scorer `apibank-bench run` warmed for this run, or None (the run's parts build one)."""
+    given = handed(config)
+    return given.scorer if given is not None else None
 
 
 def given_names(config: pytest.Config) -> set[str]:

@@ -1,10 +1,10 @@
 """A run's parts, assembled in one place: the model clients (one per model and endpoint, a role's own as
-`--model-role` gives it: agents.models.model_client), the scorer, the solver, the instance pool, and the
-embedded models it starts (and so stops).
+`--model-role` gives it: agents.models.model_client), the scorer (and the loads it warms), the solver, the
+instance pool, and the embedded models it starts (and so stops).
 
 Its users: the headless run (`runs.benchmark_run.BenchmarkRun`, which holds one), the pytest fixtures
-(`plugin.fixtures`: each process that runs tests reads its run's), and `optimize` (its final runs and its
-train/validation rollouts: `sharing_with` gives another prompts folder or selection the same clients,
+(`plugin.fixtures`: each process that runs tests reads its run's), `run`'s warm-up before pytest starts (whose
+scorer the session is handed), and `optimize` (its final runs and its train/validation rollouts: `sharing_with` gives another prompts folder or selection the same clients,
 scorer and embedded models). Each part is built on first use, once.
 """
 
@@ -42,6 +42,7 @@ class RunParts:
         self._models: Any = models  #: given (a test's stand-in), else built on first use
         self._scorer: Scorer | None = scorer
         self._solver: Solver | None = None
+        self._warming: Any = None  #: the scorer's loads under way (scoring.scorer.Preload)
 
     def sharing_with(self, cfg: "RunConfig") -> "RunParts":
         """Parts for other settings that these clients serve (another prompts folder, another selection): the
@@ -89,8 +90,10 @@ class RunParts:
         return {embedded_choice(cfg, model).sha256: self.url(model) for model in wanted}
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stop the embedded models these parts started (SIGKILL after `timeout` seconds); shared ones are their
-        owner's to stop."""
+        """Stop what these parts started: the scorer's loads (what has started is finished, nothing more starts) and
+        the embedded models (SIGKILL after `timeout` seconds); shared ones are their owner's to stop."""
+        if self._warming is not None:
+            self._warming.stop()
         if self._servers is not None:
             self._servers.stop(timeout)
 
@@ -123,6 +126,23 @@ class RunParts:
 
             self._scorer = Scorer(require_root(self.cfg.root), self.cfg.toolsearcher_scorer)
         return self._scorer
+
+    def warm_scoring(self) -> None:
+        """Start loading, in the background, what scoring the run's instances may need (scoring.api_scorers.slow_loads:
+        the embedding model and the catalogs a ToolSearcher scorer searches), for the scorer these parts score with;
+        their instances are read in that thread too. `close` stops it."""
+        from apibank_bench.data.tasks import get_task
+        from apibank_bench.scoring.api_scorers import slow_loads
+        from apibank_bench.scoring.scorer import Preload
+
+        scorer = self.scorer()
+
+        def load() -> None:
+            tasks = [get_task(task_id, root=scorer.root) for task_id in dict.fromkeys(self._instance_ids())]
+            for each in slow_loads(tasks, scorer):
+                each()
+
+        self._warming = Preload([load]).start()
 
     def solver(self) -> "Solver":
         """The run's topology over its clients, built once."""
