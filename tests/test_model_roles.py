@@ -226,6 +226,10 @@ def test_roles_are_the_topologys(topology, role, ok):
             resolved()
 
 
+def test_the_gold_self_check_asks_no_model_and_checks_no_role():
+    assert from_environment({}, model="gold", model_role=["boss=B"]).is_gold
+
+
 def test_replicas_have_the_final_role_only():
     with pytest.raises(ValueError, match="its roles: manager,"):
         from_environment({}, topology="centralized", team_size=4, team_protocol="replicas", model="A",

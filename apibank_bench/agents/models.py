@@ -31,7 +31,10 @@ def needs_local_server(cfg: RunConfig) -> bool:
 def check_models(cfg: RunConfig) -> None:
     """The settings' one check of the models a run names, handed down to every resolved RunConfig
     (runs.setting_rules), so each path to a run (`run`, pytest, a sweep's cell, `optimize`) meets it once, before
-    anything runs: a ValueError of one line (a usage error) naming the flag to change."""
+    anything runs: a ValueError of one line (a usage error) naming the flag to change. The gold self-check
+    asks no model."""
+    if cfg.is_gold:
+        return
     check_model_and_endpoint(cfg)
     from apibank_bench.agents.model_roles import check_assignments
 
