@@ -69,10 +69,13 @@ def test_a_file_that_is_not_a_gguf_is_refused(tmp_path):
 
 
 def test_a_missing_file_and_a_file_without_template_are_refused_naming_what_to_do(tmp_path):
-    with pytest.raises(ValueError, match="no such file"):
+    """In the words of the flags of the command that runs, or of pytest's options under pytest."""
+    from apibank_bench.core.settings import command_voice
+
+    with pytest.raises(ValueError, match="^--apibank-model local:.*: no such file$"):  # pytest's voice
         em.check_local(em.choose(f"local:{tmp_path / 'none.gguf'}"))
     bare = write_gguf(tmp_path / "bare.gguf", {"general.name": "Base"})
-    with pytest.raises(ValueError, match="--chat-format"):
+    with command_voice(), pytest.raises(ValueError, match="^--model local:.*with --chat-format "):
         em.check_local(em.choose(f"local:{bare}"))
     assert em.check_local(em.choose(f"local:{bare}", chat_format="chatml")).template == "chatml"
 

@@ -74,7 +74,7 @@ def check_embedded(cfg: RunConfig) -> None:
             try:
                 check_installed(embedded_choice(cfg, given.model))
             except ValueError as exc:  # said in the words of the flag that named it
-                said = str(exc).removeprefix(f"--model {given.model}: ")
+                said = str(exc).removeprefix(f"{flag('model')} {given.model}: ")
                 raise ValueError(f"{flag('model_role')} {given.role}={given.model}: {said}") from None
 
 

@@ -23,6 +23,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from apibank_bench.core.settings import flag
 from apibank_bench.llm.gguf import NotGGUF, file_sha256, read_metadata
 
 if TYPE_CHECKING:
@@ -145,7 +146,7 @@ def choose(name: str | None, chat_format: str | None = None) -> EmbeddedChoice:
     if name.startswith(LOCAL_PREFIX):
         raw = name[len(LOCAL_PREFIX):]
         if not raw:
-            raise ValueError(f"--model {name}: no path; give --model local:PATH.gguf")
+            raise ValueError(f"{flag('model')} {name}: no path; give {flag('model')} local:PATH.gguf")
         return EmbeddedChoice(given=name, shipped=None, path=Path(raw).expanduser().resolve(),
                               chat_format=chat_format or None)
     if not name or name == EMBEDDED:
@@ -155,7 +156,7 @@ def choose(name: str | None, chat_format: str | None = None) -> EmbeddedChoice:
     else:
         key = LEGACY_NAMES.get(name) or next((m.key for m in SHIPPED.values() if m.name == name), "")
     if key not in SHIPPED:
-        raise ValueError(f"--model {name}: no such embedded model; the shipped ones are "
+        raise ValueError(f"{flag('model')} {name}: no such embedded model; the shipped ones are "
                          f"{', '.join(SHIPPED_PREFIX + k for k in SHIPPED)}, or local:PATH.gguf for a file of yours")
     return EmbeddedChoice(given=name, shipped=SHIPPED[key])
 
@@ -219,7 +220,7 @@ def check_local(choice: EmbeddedChoice, memo: Path | None = None, n_ctx: int = 4
         return choice
     path = choice.path
     assert path is not None
-    where = f"--model {choice.given}"
+    where = f"{flag('model')} {choice.given}"
     if not path.is_file():
         raise ValueError(f"{where}: no such file")
     try:
@@ -230,7 +231,8 @@ def check_local(choice: EmbeddedChoice, memo: Path | None = None, n_ctx: int = 4
         raise ValueError(f"{where}: cannot read it ({exc.strerror or exc})") from None
     if not metadata.get("tokenizer.chat_template") and not choice.chat_format:
         raise ValueError(f"{where}: the file has no chat template (tokenizer.chat_template); name its chat format "
-                         f"with --chat-format (llama-cpp-python's names: chatml, gemma, llama-3, mistral-instruct, ...)")
+                         f"with {flag('chat_format')} (llama-cpp-python's names: chatml, gemma, llama-3, "
+                         "mistral-instruct, ...)")
     size = path.stat().st_size
     needed = memory_needed(metadata, size, min(n_ctx, train_context(metadata) or n_ctx))
     free = available_memory()
@@ -275,7 +277,7 @@ def check_installed(choice: EmbeddedChoice) -> None:
     line, before the run (found without importing either)."""
     model = choice.shipped
     if model is not None and (find_spec(_MODULE[model.key]) is None or find_spec("llama_cpp") is None):
-        raise ValueError(f"--model {choice.given or 'default'}: the embedded model {model.name} is not installed: "
+        raise ValueError(f"{flag('model')} {choice.given or 'default'}: the embedded model {model.name} is not installed: "
                          f"{install_line(model)}")
 
 
