@@ -277,8 +277,8 @@ def check_installed(choice: EmbeddedChoice) -> None:
     line, before the run (found without importing either)."""
     model = choice.shipped
     if model is not None and (find_spec(_MODULE[model.key]) is None or find_spec("llama_cpp") is None):
-        raise ValueError(f"{flag('model')} {choice.given or 'default'}: the embedded model {model.name} is not installed: "
-                         f"{install_line(model)}")
+        raise ValueError(f"{flag('model')} {choice.given or 'default'}: the embedded model {model.name} is not "
+                         f"installed: {install_line(model)}")
 
 
 def shipped_file(model: ShippedModel, root: Path) -> Path:

@@ -91,8 +91,8 @@ class BenchSession(XdistParts):
         problems = verify(root)
         if problems:
             shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
-            raise pytest.UsageError(f"apibank: the data at {root} does not match the package's apibank.lock.json: {shown} "
-                                    "(restore it with `apibank-bench data fetch`)")
+            raise pytest.UsageError(f"apibank: the data at {root} does not match the package's apibank.lock.json: "
+                                    f"{shown} (restore it with `apibank-bench data fetch`)")
         self.warn_ignored()
         self.say_cut_selection()
         self.check_endpoint()

@@ -9,13 +9,16 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 from xdist import is_xdist_worker
 
 from apibank_bench.core import settings
 from apibank_bench.bench import BENCH_DIR
+
+if TYPE_CHECKING:
+    from apibank_bench.scoring.scorer import Scorer
 
 _IMPORT = re.compile(rb"^[ \t]*(from[ \t]+apibank_bench\.bench(\.\w+)*[ \t]+import|import[ \t]+apibank_bench\.bench\b)",
                      re.M)  #: a test module that imports the benchmark's
@@ -35,7 +38,7 @@ class GivenSettings:
 
     cfg: settings.RunConfig
     given: AbstractSet[str] = field(default_factory=frozenset)  #: the settings the user set (the rest are defaults)
-    scorer: Any = None  #: the scorer `run` warmed (scoring.scorer.Scorer, its loads under way): the run scores with it
+    scorer: Scorer | None = None  #: the scorer `run` warmed (its loads under way): the run scores with it
 
 
 def resolve_settings(config: pytest.Config) -> settings.RunConfig:
@@ -61,7 +64,7 @@ def handed(config: pytest.Config) -> GivenSettings | None:
     return next((plugin for plugin in config.pluginmanager.get_plugins() if isinstance(plugin, GivenSettings)), None)
 
 
-def warmed_scorer(config: pytest.Config) -> Any:
+def warmed_scorer(config: pytest.Config) -> Scorer | None:
     """The scorer `apibank-bench run` warmed for this run, or None (the run's parts build one)."""
     given = handed(config)
     return given.scorer if given is not None else None

@@ -44,7 +44,8 @@ class Progress:
 
     def added(self, row: ResultRow) -> None:
         """A row was written: warn if due, redraw the line."""
-        if self.run.tally.done == 1:  # the first line comes PROGRESS_EVERY_S after the first instance, not after start-up
+        # the first line comes PROGRESS_EVERY_S after the first instance, not after start-up
+        if self.run.tally.done == 1:
             self.last_progress = time.monotonic()
         self.start_line()
         self.warn_once(row)

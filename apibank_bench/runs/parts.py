@@ -4,8 +4,9 @@ instance pool, and the embedded models it starts (and so stops).
 
 Its users: the headless run (`runs.benchmark_run.BenchmarkRun`, which holds one), the pytest fixtures
 (`plugin.fixtures`: each process that runs tests reads its run's), `run`'s warm-up before pytest starts (whose
-scorer the session is handed), and `optimize` (its final runs and its train/validation rollouts: `sharing_with` gives another prompts folder or selection the same clients,
-scorer and embedded models). Each part is built on first use, once.
+scorer the session is handed), and `optimize` (its final runs and its train/validation rollouts: `sharing_with`
+gives another prompts folder or selection the same clients, scorer and embedded models). Each part is built on
+first use, once.
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 from apibank_bench.core.paths import PROJECT_ROOT
-from apibank_bench.core.settings import (RunConfig, hand_down_choices, hand_down_completion, hand_down_rule, markdown_table,
-                                         write_readme_table)
+from apibank_bench.core.settings import (RunConfig, hand_down_choices, hand_down_completion, hand_down_rule,
+                                         markdown_table, write_readme_table)
 
 
 def _topologies() -> list[str]:
