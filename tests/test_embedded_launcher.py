@@ -199,15 +199,16 @@ def test_a_gguf_of_ones_own_runs_as_the_embedded_model_does_one_server_under_xdi
 
 @needs_both
 def test_a_gguf_without_a_chat_template_needs_chat_format(tmp_path):
-    """Gemma's shipped file has no chat template: refused before the run naming the flag, served with
-    `--chat-format gemma` (system messages folded, as that format drops them)."""
+    """Gemma's shipped file has no chat template: refused before the run naming the option, served with
+    `--apibank-chat-format gemma` (system messages folded, as that format drops them)."""
     import json
 
     from apibank_bench.llm.embedded_launcher import model_file
 
     path = model_file(key="gemma")
     refused = _bench(tmp_path, "--apibank-model", f"local:{path}", "--apibank-limit", "1", timeout=600)
-    assert refused.returncode == 4 and "--chat-format" in refused.stdout + refused.stderr  # pytest's usage error
+    # pytest's usage error, in the words of pytest's options
+    assert refused.returncode == 4 and "with --apibank-chat-format" in refused.stdout + refused.stderr
     assert not (tmp_path / "out" / "results.jsonl").exists()
     run = _bench(tmp_path, "--apibank-model", f"local:{path}", "--apibank-chat-format", "gemma",
                  "--apibank-limit", "1")
