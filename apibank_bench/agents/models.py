@@ -46,8 +46,6 @@ def check_model_and_endpoint(cfg: RunConfig) -> None:
     """That a run names the model that answers (part of `check_models`). An endpoint needs a model name; a model
     name without an endpoint must designate an embedded model (`llm.is_embedded_model`), else the embedded
     model's answers would be recorded under a name the user meant for another model."""
-    if cfg.is_gold:
-        return
     if cfg.base_url and not cfg.model:
         raise ValueError(f"no model name: pass {flag('model')} NAME (or set APIBANK_MODEL) for the endpoint at "
                          f"{flag('base_url')}")
@@ -60,13 +58,11 @@ def check_model_and_endpoint(cfg: RunConfig) -> None:
 
 def check_embedded(cfg: RunConfig) -> None:
     """Every embedded model the run asks (its own, its roles') resolved and its file checked: a ValueError of
-    one line (a usage error) before anything runs."""
+    one line (a usage error) before anything runs (a model's run: gold is `check_models`'s to leave out)."""
     from apibank_bench.agents.model_roles import assignments, is_embedded_role
 
     from apibank_bench.llm.embedded_models import check_installed
 
-    if cfg.is_gold:
-        return
     if not cfg.base_url:
         check_installed(embedded_choice(cfg))
     for given in assignments(cfg):
